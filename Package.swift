@@ -1,0 +1,35 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Every target runs in Swift 6 language mode. Async functions that are not isolated run on
+/// their caller's executor, so a model's async action stays on its session's executor.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "navd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "navd", targets: ["navd"]),
+        .executable(name: "navd-bench", targets: ["navd-bench"]),
+    ],
+    targets: [
+        // Navigation core: state encoding, slots, the navigation tree and the reconciler. No HTTP, no features.
+        .target(name: "NavigationCore", swiftSettings: swiftSettings),
+        // The hosted features: plain observable models and, apart from them, their screens.
+        .target(name: "Features", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
+        // HTTP/1.1 and server-sent events on non-blocking sockets. Knows nothing of navigation.
+        .target(name: "HTTP", swiftSettings: swiftSettings),
+        // Sessions, routes, configuration and metrics: wires the core and the features to HTTP.
+        .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP"], swiftSettings: swiftSettings),
+        .executableTarget(name: "navd", dependencies: ["NavServer"], swiftSettings: swiftSettings),
+        .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
+        .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: swiftSettings),
+        .testTarget(name: "NavServerTests", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP"], swiftSettings: swiftSettings),
+    ],
+    swiftLanguageModes: [.v6]
+)
