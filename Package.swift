@@ -5,7 +5,6 @@ import PackageDescription
 /// their caller's executor, so a model's async action stays on its session's executor.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
-    .enableUpcomingFeature("ExistentialAny"),
 ]
 
 let package = Package(

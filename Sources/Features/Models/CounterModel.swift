@@ -1,0 +1,75 @@
+import Observation
+
+/// A fact about a number, identified by its text: a different fact is a different sheet.
+public struct Fact: Equatable, Sendable {
+    public var value: String
+
+    public init(value: String) {
+        self.value = value
+    }
+}
+
+/// Why fetching a fact failed, in words a user can act on.
+public struct FactFailure: Equatable, Sendable {
+    public var message: String
+
+    public init(message: String) {
+        self.message = message
+    }
+}
+
+/// A counter that can fetch a fact about its number.
+@Observable
+public final class CounterModel {
+    public var count: Int
+    public var factIsLoading = false
+    public var destination: Destination?
+
+    /// One destination at a time: changing it dismisses what was shown.
+    public enum Destination {
+        case fact(Fact)
+        case settings(SettingsModel)
+        /// The fetch failed; FEATURES.md asks for an alert, and an enum case keeps it exclusive.
+        case alert(FactFailure)
+    }
+
+    @ObservationIgnored private let factClient: any FactClient
+
+    public init(count: Int = 0, destination: Destination? = nil, factClient: any FactClient) {
+        self.count = count
+        self.destination = destination
+        self.factClient = factClient
+    }
+
+    /// Changing the number dismisses whatever was shown.
+    public func incrementButtonTapped() {
+        count += 1
+        destination = nil
+    }
+
+    public func decrementButtonTapped() {
+        count -= 1
+        destination = nil
+    }
+
+    public func factButtonTapped() async {
+        factIsLoading = true
+        defer { factIsLoading = false }
+        do {
+            let fact = try await factClient.fact(about: count)
+            guard !Task.isCancelled else { return }
+            destination = .fact(Fact(value: fact))
+        } catch {
+            guard !Task.isCancelled else { return }
+            destination = .alert(FactFailure(message: error.message))
+        }
+    }
+
+    public func settingsButtonTapped() {
+        destination = .settings(SettingsModel())
+    }
+
+    public func dismissFactButtonTapped() {
+        destination = nil
+    }
+}

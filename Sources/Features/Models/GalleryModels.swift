@@ -1,0 +1,131 @@
+import Observation
+
+/// An item a presentation is driven by; its `id` is its identity.
+public struct GalleryItem: Identifiable, Equatable, Sendable {
+    public var id: String
+    public var title: String
+
+    public init(id: String, title: String) {
+        self.id = id
+        self.title = title
+    }
+}
+
+/// An alert that dismisses itself; each one shown gets a new id, so an old timer can tell it
+/// is not its alert.
+public struct TimedAlert: Equatable, Sendable {
+    public var id: Int
+
+    public init(id: Int) {
+        self.id = id
+    }
+}
+
+/// The style a gallery button presents in.
+public enum GalleryStyle: String, CaseIterable, Sendable {
+    case alert, confirmationDialog, sheet, popover, fullScreenCover, drillDown
+}
+
+/// A case-study catalog: every presentation style, driven by a Bool, by an optional item and by
+/// an enum case; two optionals at once; three levels of nesting; a sheet that edits the parent's
+/// optional through a binding; and an alert that dismisses itself.
+@Observable
+public final class GalleryModel {
+    /// The styles presented by a Bool each (`alertIsPresented`, `sheetIsPresented`, …).
+    public var presentedStyles: Set<GalleryStyle> = []
+    public var items: [GalleryStyle: GalleryItem] = [:]
+    public var destination: Destination?
+    public var nested: NestedModel?
+    /// Presented by unwrapping: the sheet edits this very optional.
+    public var text: String?
+    public var timedAlert: TimedAlert?
+
+    public enum Destination {
+        case alert(GalleryItem)
+        case confirmationDialog(GalleryItem)
+        case sheet(CounterModel)
+        case popover(CounterModel)
+        case fullScreenCover(CounterModel)
+        case drillDown(CounterModel)
+    }
+
+    @ObservationIgnored private let dependencies: FeatureDependencies
+    @ObservationIgnored private var itemsMade = 0
+    @ObservationIgnored private var timedAlertsShown = 0
+
+    public init(dependencies: FeatureDependencies) {
+        self.dependencies = dependencies
+    }
+
+    public func isPresentedButtonTapped(_ style: GalleryStyle) {
+        self[isPresented: style] = true
+    }
+
+    public subscript(isPresented style: GalleryStyle) -> Bool {
+        get { presentedStyles.contains(style) }
+        set {
+            if newValue { presentedStyles.insert(style) } else { presentedStyles.remove(style) }
+        }
+    }
+
+    public func itemButtonTapped(_ style: GalleryStyle) {
+        items[style] = makeItem()
+    }
+
+    public func destinationButtonTapped(_ style: GalleryStyle) {
+        let counter = CounterModel(factClient: dependencies.factClient)
+        switch style {
+        case .alert: destination = .alert(makeItem())
+        case .confirmationDialog: destination = .confirmationDialog(makeItem())
+        case .sheet: destination = .sheet(counter)
+        case .popover: destination = .popover(counter)
+        case .fullScreenCover: destination = .fullScreenCover(counter)
+        case .drillDown: destination = .drillDown(counter)
+        }
+    }
+
+    /// Two independent optionals, presented at once.
+    public func sheetAndPopoverButtonTapped() {
+        items[.sheet] = makeItem()
+        items[.popover] = makeItem()
+    }
+
+    public func nestedButtonTapped() {
+        nested = NestedModel(level: 1)
+    }
+
+    public func editTextButtonTapped() {
+        text = text ?? ""
+    }
+
+    /// Shows an alert that goes away by itself after a delay, unless the user dismissed it first.
+    public func timedAlertButtonTapped() async {
+        // Ids only grow, so a timer left over from an earlier alert never matches a newer one.
+        timedAlertsShown = max(timedAlertsShown, timedAlert?.id ?? 0) + 1
+        let alert = TimedAlert(id: timedAlertsShown)
+        timedAlert = alert
+        guard await pause(for: dependencies.alertDismissDelay) else { return }
+        if timedAlert == alert { timedAlert = nil }
+    }
+
+    private func makeItem() -> GalleryItem {
+        itemsMade += 1
+        return GalleryItem(id: "item\(itemsMade)", title: "Item \(itemsMade)")
+    }
+}
+
+/// A presented feature that presents another of its kind.
+@Observable
+public final class NestedModel {
+    public var level: Int
+    public var child: NestedModel?
+
+    public init(level: Int, child: NestedModel? = nil) {
+        self.level = level
+        self.child = child
+    }
+
+    public func presentChildButtonTapped() {
+        child = NestedModel(level: level + 1)
+    }
+}

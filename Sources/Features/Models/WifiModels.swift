@@ -1,0 +1,174 @@
+import Observation
+
+public struct Network: Identifiable, Equatable, Sendable {
+    public var id: String
+    public var name: String
+    public var isSecured: Bool
+    /// Signal strength, 0...1.
+    public var connectivity: Double
+
+    public init(id: String, name: String, isSecured: Bool, connectivity: Double) {
+        self.id = id
+        self.name = name
+        self.isSecured = isSecured
+        self.connectivity = connectivity
+    }
+
+    /// What a fresh session finds: a fixed list with secured and open networks.
+    public static let seeded: [Network] = [
+        Network(id: "n1", name: "Blob's Home", isSecured: true, connectivity: 1),
+        Network(id: "n2", name: "Blob Café", isSecured: false, connectivity: 0.75),
+        Network(id: "n3", name: "Point-Free HQ", isSecured: true, connectivity: 0.5),
+        Network(id: "n4", name: "Airport Free Wi-Fi", isSecured: false, connectivity: 0.25),
+        Network(id: "n5", name: "Neighbor", isSecured: true, connectivity: 0.1),
+    ]
+}
+
+/// Wi-Fi settings: a list of networks, a sheet to join a secured one, a drill-down for details.
+@Observable
+public final class WifiModel {
+    public var foundNetworks: [Network]
+    /// Turning Wi-Fi off forgets the selection and dismisses whatever was shown.
+    public var isOn: Bool {
+        didSet {
+            guard !isOn else { return }
+            selectedNetworkID = nil
+            destination = nil
+        }
+    }
+    public var selectedNetworkID: String?
+    public var destination: Destination? {
+        didSet { bindDestination() }
+    }
+
+    public enum Destination {
+        case connect(ConnectToNetworkModel)
+        case detail(NetworkDetailModel)
+    }
+
+    @ObservationIgnored private let dependencies: FeatureDependencies
+    @ObservationIgnored private var scans = 0
+
+    public init(
+        foundNetworks: [Network] = Network.seeded,
+        isOn: Bool = true,
+        selectedNetworkID: String? = nil,
+        destination: Destination? = nil,
+        dependencies: FeatureDependencies
+    ) {
+        self.foundNetworks = foundNetworks
+        self.isOn = isOn
+        self.selectedNetworkID = selectedNetworkID
+        self.destination = destination
+        self.dependencies = dependencies
+        bindDestination()
+    }
+
+    public func networkTapped(_ network: Network) {
+        if network.id == selectedNetworkID {
+            destination = .detail(NetworkDetailModel(network: network))
+        } else if network.isSecured {
+            destination = .connect(ConnectToNetworkModel(network: network, delay: dependencies.connectDelay))
+        } else {
+            selectedNetworkID = network.id
+        }
+    }
+
+    public func infoButtonTapped(_ network: Network) {
+        destination = .detail(NetworkDetailModel(network: network))
+    }
+
+    /// A new scan: signal strengths change and one open network comes and goes. What is presented
+    /// stays unless its network disappeared.
+    public func refreshNetworks() {
+        scans += 1
+        let scan = scans
+        foundNetworks = Network.seeded.enumerated().compactMap { index, network in
+            if network.id == "n4", scan % 2 == 1 { return nil }
+            var network = network
+            network.connectivity = Double((index * 3 + scan) % 5) / 4
+            return network
+        }
+        let ids = Set(foundNetworks.map(\.id))
+        if let selectedNetworkID, !ids.contains(selectedNetworkID) { self.selectedNetworkID = nil }
+        if let shown = destination?.network, !ids.contains(shown.id) { destination = nil }
+    }
+
+    private func bindDestination() {
+        switch destination {
+        case .connect(let model):
+            model.onConnect = { [weak self] network in
+                self?.selectedNetworkID = network.id
+                self?.destination = nil
+            }
+        case .detail(let model):
+            model.onConfirmForget = { [weak self, id = model.network.id] in
+                if self?.selectedNetworkID == id { self?.selectedNetworkID = nil }
+                self?.destination = nil
+            }
+        case nil:
+            break
+        }
+    }
+}
+
+extension WifiModel.Destination {
+    var network: Network {
+        switch self {
+        case .connect(let model): model.network
+        case .detail(let model): model.network
+        }
+    }
+}
+
+/// The details of one network, with a confirmation before forgetting it.
+@Observable
+public final class NetworkDetailModel {
+    public var network: Network
+    public var forgetAlertIsPresented: Bool
+    /// Tells the parent, which owns the selection.
+    @ObservationIgnored var onConfirmForget: () -> Void = {}
+
+    public init(network: Network, forgetAlertIsPresented: Bool = false) {
+        self.network = network
+        self.forgetAlertIsPresented = forgetAlertIsPresented
+    }
+
+    public func forgetNetworkButtonTapped() {
+        forgetAlertIsPresented = true
+    }
+
+    public func confirmForgetNetworkButtonTapped() {
+        forgetAlertIsPresented = false
+        onConfirmForget()
+    }
+}
+
+/// Joining a secured network: a password field and an alert when the password is wrong.
+@Observable
+public final class ConnectToNetworkModel {
+    public var network: Network
+    public var password: String
+    public var isConnecting = false
+    public var incorrectPasswordAlertIsPresented = false
+    /// Tells the parent, which selects the network and dismisses this sheet.
+    @ObservationIgnored var onConnect: (Network) -> Void = { _ in }
+    @ObservationIgnored private let delay: Duration
+
+    public init(network: Network, password: String = "", delay: Duration) {
+        self.network = network
+        self.password = password
+        self.delay = delay
+    }
+
+    public func joinButtonTapped() async {
+        isConnecting = true
+        defer { isConnecting = false }
+        guard await pause(for: delay) else { return }
+        if password == "blob" {
+            onConnect(network)
+        } else {
+            incorrectPasswordAlertIsPresented = true
+        }
+    }
+}

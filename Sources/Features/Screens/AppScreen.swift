@@ -1,0 +1,47 @@
+import NavigationCore
+
+extension Screen where Subject == AppModel {
+    /// The path is a navigation stack of counters and settings screens.
+    static func app(
+        _ dependencies: FeatureDependencies,
+        counter: Screen<CounterModel>,
+        settings: Screen<SettingsModel>
+    ) -> Screen<AppModel> {
+        let path = StateCodec<AppModel.Path>.oneOf("Path", [
+            EnumCase("counter", counter.codec, embed: { .counter($0) }, extract: \.counter),
+            EnumCase("settings", settings.codec, embed: { .settings($0) }, extract: \.settings),
+        ])
+        return Screen("app", make: { AppModel(dependencies: dependencies) },
+            fields: [.children("path", \.path, .array(path))],
+            actions: [
+                .sync("counterButtonTapped") { $0.counterButtonTapped() },
+                .sync("settingsButtonTapped") { $0.settingsButtonTapped() },
+            ],
+            stacks: [
+                .path("path", \.path, accepts: ["counter", "settings"], codec: path,
+                      identity: { element in
+                          switch element {
+                          case .counter(let model): ObjectIdentifier(model)
+                          case .settings(let model): ObjectIdentifier(model)
+                          }
+                      },
+                      feature: { element in
+                          switch element {
+                          case .counter(let model): StackElement(model, counter)
+                          case .settings(let model): StackElement(model, settings)
+                          }
+                      }),
+            ]
+        )
+    }
+}
+
+extension AppModel.Path {
+    var counter: CounterModel? {
+        if case .counter(let model) = self { model } else { nil }
+    }
+
+    var settings: SettingsModel? {
+        if case .settings(let model) = self { model } else { nil }
+    }
+}

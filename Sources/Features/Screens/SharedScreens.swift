@@ -1,0 +1,15 @@
+import NavigationCore
+
+extension Screen where Subject == Presence {
+    /// An alert or confirmation dialog driven by a Bool: no state of its own; its content comes
+    /// from the owner's state.
+    static var alert: Screen<Presence> { Screen("alert", make: { Presence() }) }
+
+    /// A plain screen shown while a Bool is true.
+    static var page: Screen<Presence> { Screen("page", make: { Presence() }) }
+}
+
+extension AlertButton {
+    static var ok: AlertButton { AlertButton("OK", role: .cancel) }
+    static var cancel: AlertButton { AlertButton("Cancel", role: .cancel) }
+}

@@ -1,0 +1,116 @@
+import NavigationCore
+
+extension Screen where Subject == Network {
+    /// A network as it appears in state; a record, never presented on its own.
+    static var network: Screen<Network> {
+        Screen("Network", make: { Network(id: "", name: "", isSecured: false, connectivity: 0) }, fields: [
+            .value("id", \.id, .string),
+            .value("name", \.name, .string),
+            .value("isSecured", \.isSecured, .bool),
+            .value("connectivity", \.connectivity, .double(in: 0...1)),
+        ])
+    }
+}
+
+extension Screen where Subject == WifiModel {
+    /// Joining is a sheet, a network's details a drill-down.
+    static func wifi(
+        _ dependencies: FeatureDependencies,
+        connect: Screen<ConnectToNetworkModel>,
+        detail: Screen<NetworkDetailModel>
+    ) -> Screen<WifiModel> {
+        let destination = StateCodec<WifiModel.Destination>.oneOf("Destination", [
+            EnumCase("connect", connect.codec, embed: { .connect($0) }, extract: \.connect),
+            EnumCase("detail", detail.codec, embed: { .detail($0) }, extract: \.detail),
+        ])
+        return Screen("wifi", make: { WifiModel(dependencies: dependencies) },
+            fields: [
+                .value("foundNetworks", \.foundNetworks, .array(Screen<Network>.network.codec)),
+                .value("isOn", \.isOn, .bool, bindable: true),
+                .value("selectedNetworkID", \.selectedNetworkID, .optional(.string)),
+                .children("destination", \.destination, .optional(destination)),
+            ],
+            actions: [
+                .sync("networkTapped", [.string("network")]) { model, arguments throws(StateError) in
+                    model.networkTapped(try model.foundNetwork(arguments))
+                },
+                .sync("infoButtonTapped", [.string("network")]) { model, arguments throws(StateError) in
+                    model.infoButtonTapped(try model.foundNetwork(arguments))
+                },
+                .sync("refreshNetworks") { $0.refreshNetworks() },
+            ],
+            presentations: [
+                .model("destination.connect", style: .sheet, connect,
+                       unwrap: { $0.destination?.connect }, dismiss: { $0.destination = nil }),
+                .model("destination.detail", style: .drillDown, detail,
+                       unwrap: { $0.destination?.detail }, dismiss: { $0.destination = nil }),
+            ]
+        )
+    }
+}
+
+extension Screen where Subject == NetworkDetailModel {
+    static func detail(alert: Screen<Presence>) -> Screen<NetworkDetailModel> {
+        Screen("detail", make: { NetworkDetailModel(network: Screen<Network>.network.make()) },
+            fields: [
+                .value("network", \.network, Screen<Network>.network.codec),
+                .value("forgetAlertIsPresented", \.forgetAlertIsPresented, .bool),
+            ],
+            actions: [
+                .sync("forgetNetworkButtonTapped") { $0.forgetNetworkButtonTapped() },
+                .sync("confirmForgetNetworkButtonTapped") { $0.confirmForgetNetworkButtonTapped() },
+            ],
+            presentations: [
+                .isPresented("forgetAlertIsPresented", style: .alert, \.forgetAlertIsPresented, screen: alert) { model in
+                    AlertContent(title: "Forget Wi-Fi Network \"\(model.network.name)\"?", buttons: [
+                        .cancel,
+                        AlertButton("Forget", role: .destructive, action: "confirmForgetNetworkButtonTapped"),
+                    ])
+                },
+            ]
+        )
+    }
+}
+
+extension Screen where Subject == ConnectToNetworkModel {
+    static func connect(_ dependencies: FeatureDependencies, alert: Screen<Presence>) -> Screen<ConnectToNetworkModel> {
+        Screen("connect",
+            make: { ConnectToNetworkModel(network: Screen<Network>.network.make(), delay: dependencies.connectDelay) },
+            fields: [
+                .value("network", \.network, Screen<Network>.network.codec),
+                .value("password", \.password, .string, bindable: true),
+                .value("isConnecting", \.isConnecting, .bool),
+                .value("incorrectPasswordAlertIsPresented", \.incorrectPasswordAlertIsPresented, .bool),
+            ],
+            actions: [
+                .task("joinButtonTapped") { await $0.joinButtonTapped() },
+            ],
+            presentations: [
+                .isPresented("incorrectPasswordAlertIsPresented", style: .alert, \.incorrectPasswordAlertIsPresented, screen: alert) { model in
+                    AlertContent(title: "Incorrect password for \"\(model.network.name)\"", buttons: [.ok])
+                },
+            ]
+        )
+    }
+}
+
+extension WifiModel {
+    /// The network an action names, which must be one that was found.
+    fileprivate func foundNetwork(_ arguments: Arguments) throws(StateError) -> Network {
+        let id = try arguments.string("network")
+        guard let network = foundNetworks.first(where: { $0.id == id }) else {
+            throw StateError(arguments.path("network"), "no network with id \"\(id)\" was found")
+        }
+        return network
+    }
+}
+
+extension WifiModel.Destination {
+    var connect: ConnectToNetworkModel? {
+        if case .connect(let model) = self { model } else { nil }
+    }
+
+    var detail: NetworkDetailModel? {
+        if case .detail(let model) = self { model } else { nil }
+    }
+}

@@ -1,0 +1,101 @@
+/// Something a user does to a feature, named for the gesture: `incrementButtonTapped`.
+public struct Action<Subject>: Sendable {
+    public let name: String
+    public let parameters: [Parameter]
+    let run: @Sendable (inout Subject, Arguments) throws(StateError) -> Effect?
+
+    /// An argument an action takes, as `GET /features` lists it.
+    public struct Parameter: Sendable {
+        public let name: String
+        public let typeName: String
+        let validate: @Sendable (JSON, JSONPath) throws(StateError) -> Void
+
+        public static func string(_ name: String) -> Parameter { Parameter(name, .string) }
+        public static func int(_ name: String) -> Parameter { Parameter(name, .int) }
+        public static func bool(_ name: String) -> Parameter { Parameter(name, .bool) }
+
+        public init<Value>(_ name: String, _ codec: StateCodec<Value>) {
+            self.name = name
+            self.typeName = codec.typeName
+            self.validate = { json, path throws(StateError) in _ = try codec.decode(json, path, nil) }
+        }
+    }
+
+    /// A synchronous action without arguments.
+    public static func sync(_ name: String, _ body: @escaping @Sendable (inout Subject) -> Void) -> Action {
+        Action(name: name, parameters: []) { subject, _ throws(StateError) in
+            body(&subject)
+            return nil
+        }
+    }
+
+    /// A synchronous action with typed arguments. `body` may throw to reject an argument that
+    /// is well-typed but wrong for the current state, and must do so before changing anything.
+    public static func sync(
+        _ name: String,
+        _ parameters: [Parameter],
+        _ body: @escaping @Sendable (inout Subject, Arguments) throws(StateError) -> Void
+    ) -> Action {
+        Action(name: name, parameters: parameters) { subject, arguments throws(StateError) in
+            try body(&subject, arguments)
+            return nil
+        }
+    }
+
+    /// Validates the arguments against the declared parameters, then runs the action.
+    func perform(on subject: inout Subject, arguments json: JSON?) throws(StateError) -> Effect? {
+        let root = JSONPath("args")
+        let object: JSONObject
+        switch json {
+        case nil, .null?: object = JSONObject()
+        case .object(let value)?: object = value
+        case let other?: throw StateError(root, "expected an object, found \(other.typeName)")
+        }
+        for key in object.keys where !parameters.contains(where: { $0.name == key }) {
+            throw StateError(root.appending(key), "unknown argument for \(name)")
+        }
+        for parameter in parameters {
+            guard let value = object[parameter.name] else {
+                throw StateError(root.appending(parameter.name), "missing argument of type \(parameter.typeName)")
+            }
+            try parameter.validate(value, root.appending(parameter.name))
+        }
+        return try run(&subject, Arguments(object: object, root: root))
+    }
+}
+
+extension Action where Subject: AnyObject {
+    /// An action that starts asynchronous work (a fetch, a delay). Its synchronous part runs in the
+    /// action's own transaction; what it changes later is reconciled as it happens, and the session
+    /// knows when it has finished.
+    public static func task(_ name: String, _ body: @escaping @Sendable (Subject) async -> Void) -> Action {
+        Action(name: name, parameters: []) { subject, _ throws(StateError) in
+            let model = subject
+            return Effect { await body(model) }
+        }
+    }
+}
+
+/// The arguments of an action, already checked against its parameters.
+public struct Arguments: Sendable {
+    let object: JSONObject
+    let root: JSONPath
+
+    public func decode<Value>(_ name: String, _ codec: StateCodec<Value>) throws(StateError) -> Value {
+        try codec.decode(object[name] ?? .null, path(name), nil)
+    }
+
+    public func string(_ name: String) throws(StateError) -> String { try decode(name, .string) }
+
+    /// The path of an argument, for rejecting a value that does not fit the current state.
+    public func path(_ name: String) -> JSONPath { root.appending(name) }
+}
+
+/// Asynchronous work an action started, run on its session's executor.
+public struct Effect {
+    let operation: () async -> Void
+
+    public init(_ operation: @escaping () async -> Void) {
+        self.operation = operation
+    }
+}

@@ -1,0 +1,56 @@
+/// One field of a feature's state as clients see it.
+///
+/// A field either belongs to the feature's own state (a count, a toggle) or holds child features
+/// (a destination, a path); the second kind appears in the navigation tree as child nodes, not in
+/// the node's `state`, but both are part of the feature's full encoded state.
+public struct Field<Subject>: Sendable {
+    public let name: String
+    public let typeName: String
+    /// Clients may write it through `PUT …/bindings/{name}` (a text field, a toggle).
+    public let isBindable: Bool
+    /// Holds child features, which the tree shows as presentations or stack elements.
+    public let holdsChildren: Bool
+    let encode: @Sendable (Subject) -> JSON
+    /// Decodes against the value in place, so child models keep their identity.
+    let assign: @Sendable (inout Subject, JSON, JSONPath) throws(StateError) -> Void
+    /// Puts back the default, for a replacing deep link that leaves the field out.
+    let reset: @Sendable (inout Subject, Subject) -> Void
+
+    /// A field of the feature's own state.
+    public static func value<Value>(
+        _ name: String,
+        _ keyPath: WritableKeyPath<Subject, Value> & Sendable,
+        _ codec: StateCodec<Value>,
+        bindable: Bool = false
+    ) -> Field {
+        Field(name: name, keyPath: keyPath, codec: codec, isBindable: bindable, holdsChildren: false)
+    }
+
+    /// A field whose value holds child features: an optional destination, an enum, a path.
+    public static func children<Value>(
+        _ name: String,
+        _ keyPath: WritableKeyPath<Subject, Value> & Sendable,
+        _ codec: StateCodec<Value>,
+        bindable: Bool = false
+    ) -> Field {
+        Field(name: name, keyPath: keyPath, codec: codec, isBindable: bindable, holdsChildren: true)
+    }
+
+    private init<Value>(
+        name: String,
+        keyPath: WritableKeyPath<Subject, Value> & Sendable,
+        codec: StateCodec<Value>,
+        isBindable: Bool,
+        holdsChildren: Bool
+    ) {
+        self.name = name
+        self.typeName = codec.typeName
+        self.isBindable = isBindable
+        self.holdsChildren = holdsChildren
+        self.encode = { subject in codec.encode(subject[keyPath: keyPath]) }
+        self.assign = { subject, json, path throws(StateError) in
+            subject[keyPath: keyPath] = try codec.decode(json, path, subject[keyPath: keyPath])
+        }
+        self.reset = { subject, defaults in subject[keyPath: keyPath] = defaults[keyPath: keyPath] }
+    }
+}

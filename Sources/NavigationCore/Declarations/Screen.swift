@@ -1,0 +1,92 @@
+/// Declares how a feature is shown: its fields on the wire, the actions its controls send, and
+/// the style of each navigation slot. It is the server's view controller; the model stays plain.
+///
+/// A screen is built once, when the catalog is assembled, and never changes afterwards. It is a
+/// class so that a feature can present itself recursively (a child of the same kind).
+public final class Screen<Subject>: Sendable {
+    public let name: String
+    public let make: @Sendable () -> Subject
+    // Written once, at the end of `init`, before the screen can be shared.
+    nonisolated(unsafe) public private(set) var body: ScreenBody<Subject>
+
+    /// - Parameters:
+    ///   - make: a feature in its default state; a partial deep link starts from it.
+    ///   - body: the declarations; receives the screen itself for recursive children.
+    public init(
+        _ name: String,
+        make: @escaping @Sendable () -> Subject,
+        body: (Screen<Subject>) -> ScreenBody<Subject>
+    ) {
+        self.name = name
+        self.make = make
+        self.body = ScreenBody()
+        self.body = body(self)
+    }
+
+    public convenience init(
+        _ name: String,
+        make: @escaping @Sendable () -> Subject,
+        fields: [Field<Subject>] = [],
+        actions: [Action<Subject>] = [],
+        presentations: [PresentationSlot<Subject>] = [],
+        stacks: [StackSlot<Subject>] = []
+    ) {
+        self.init(name, make: make) { _ in
+            ScreenBody(fields: fields, actions: actions, presentations: presentations, stacks: stacks)
+        }
+    }
+
+    /// The feature's full state, children included; missing fields take their defaults.
+    public var codec: StateCodec<Subject> {
+        StateCodec(typeName: name, encode: { [self] subject in encode(subject) }) { [self] json, path, existing throws(StateError) in
+            try decode(json, at: path, into: existing)
+        }
+    }
+
+    func encode(_ subject: Subject) -> JSON {
+        var object = JSONObject()
+        for field in body.fields { object.append(field.name, field.encode(subject)) }
+        return .object(object)
+    }
+
+    /// With `existing`, fields the JSON leaves out are reset to their defaults (a deep link replaces
+    /// state), and child models already in place are updated rather than replaced.
+    func decode(_ json: JSON, at path: JSONPath, into existing: Subject?) throws(StateError) -> Subject {
+        guard case .object(let object) = json else {
+            throw .typeMismatch(path, expected: "an object (\(name) state)", found: json)
+        }
+        for key in object.keys where !body.fields.contains(where: { $0.name == key }) {
+            throw StateError(path.appending(key), "unknown field of \(name)")
+        }
+        var subject = existing ?? make()
+        let defaults = existing == nil ? nil : make()
+        for field in body.fields {
+            if let value = object[field.name] {
+                try field.assign(&subject, value, path.appending(field.name))
+            } else if let defaults {
+                field.reset(&subject, defaults)
+            }
+        }
+        return subject
+    }
+}
+
+/// The declarations a screen is made of.
+public struct ScreenBody<Subject>: Sendable {
+    public var fields: [Field<Subject>]
+    public var actions: [Action<Subject>]
+    public var presentations: [PresentationSlot<Subject>]
+    public var stacks: [StackSlot<Subject>]
+
+    public init(
+        fields: [Field<Subject>] = [],
+        actions: [Action<Subject>] = [],
+        presentations: [PresentationSlot<Subject>] = [],
+        stacks: [StackSlot<Subject>] = []
+    ) {
+        self.fields = fields
+        self.actions = actions
+        self.presentations = presentations
+        self.stacks = stacks
+    }
+}

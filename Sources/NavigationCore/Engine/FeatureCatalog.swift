@@ -1,0 +1,76 @@
+/// The features a server can host, and how to start a session on each.
+public struct FeatureCatalog: Sendable {
+    /// A feature a session can have at its root.
+    public struct Host: Sendable {
+        public let name: String
+        let makeRoot: @Sendable (JSON?) throws(StateError) -> any AnyLiveFeature
+
+        public init<Model: AnyObject>(_ screen: Screen<Model>) {
+            name = screen.name
+            makeRoot = { state throws(StateError) in
+                let model = try state.map { json throws(StateError) in try screen.decode(json, at: JSONPath("state"), into: nil) }
+                    ?? screen.make()
+                return LiveFeature(screen, access: .model(model))
+            }
+        }
+    }
+
+    public let hosts: [Host]
+    /// `GET /features`: every screen, hostable or only ever presented.
+    public let description: JSON
+
+    public init(hosting hosts: [Host], describing screens: [any DescribableScreen]) {
+        self.hosts = hosts
+        let hostNames = Set(hosts.map(\.name))
+        description = .object(JSONObject([("features", .array(screens.map { $0.describe(hostable: hostNames.contains($0.name)) }))]))
+    }
+
+    /// A new session, optionally deep-linked by a full or partial initial state.
+    public func makeSession(feature: String, state: JSON?, eventBufferCapacity: Int = 1024) throws(NavigationError) -> NavigationSession {
+        guard let host = hosts.first(where: { $0.name == feature }) else { throw .unknownFeature(feature) }
+        do {
+            let root = try host.makeRoot(state)
+            return NavigationSession(feature: feature, root: root, eventBufferCapacity: eventBufferCapacity)
+        } catch {
+            throw .invalidState(error)
+        }
+    }
+}
+
+/// A screen that can describe itself for `GET /features`, whatever its subject.
+public protocol DescribableScreen: Sendable {
+    var name: String { get }
+    func describe(hostable: Bool) -> JSON
+}
+
+extension Screen: DescribableScreen {
+    public func describe(hostable: Bool) -> JSON {
+        .object(JSONObject([
+            ("name", .string(name)),
+            ("hostable", .bool(hostable)),
+            ("state", .array(body.fields.map { field in
+                .object(JSONObject([
+                    ("name", .string(field.name)), ("type", .string(field.typeName)),
+                    ("bindable", .bool(field.isBindable)), ("children", .bool(field.holdsChildren)),
+                ]))
+            })),
+            ("actions", .array(body.actions.map { action in
+                .object(JSONObject([
+                    ("name", .string(action.name)),
+                    ("arguments", .array(action.parameters.map { parameter in
+                        .object(JSONObject([("name", .string(parameter.name)), ("type", .string(parameter.typeName))]))
+                    })),
+                ]))
+            })),
+            ("bindings", .array(body.fields.filter(\.isBindable).map { .string($0.name) })),
+            ("presentations", .array(body.presentations.map { slot in
+                var object = JSONObject([("slot", .string(slot.name)), ("style", .string(slot.style.rawValue)), ("feature", .string(slot.feature))])
+                if let anchor = slot.anchor { object.append("anchor", .string(anchor)) }
+                return .object(object)
+            })),
+            ("stacks", .array(body.stacks.map { stack in
+                .object(JSONObject([("slot", .string(stack.name)), ("accepts", .array(stack.accepts.map(JSON.string)))]))
+            })),
+        ]))
+    }
+}

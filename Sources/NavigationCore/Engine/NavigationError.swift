@@ -1,0 +1,61 @@
+/// Why the engine refused a request. Every refusal leaves the session unchanged.
+public enum NavigationError: Error, Sendable, Equatable {
+    /// The named feature, presentation, stack or element is not on screen (anymore): a stale target.
+    case notOnScreen(kind: String, id: String)
+    case unknownFeature(String)
+    case unknownAction(feature: String, action: String)
+    case unknownBinding(feature: String, name: String)
+    case readOnlyBinding(feature: String, name: String)
+    case unknownButton(presentation: String, button: String)
+    /// An argument, binding value, push value or state that does not decode; names the JSON path.
+    case invalidArgument(StateError)
+    case invalidState(StateError)
+    case invalidPop(String)
+    /// No stack enclosing the feature accepts the pushed value.
+    case notAccepted(feature: String, value: String)
+    /// `If-Match` named another version than the current one.
+    case versionMismatch(expected: Int, current: Int)
+
+    /// How a transport should classify the refusal.
+    public enum Kind: Sendable { case conflict, invalid, preconditionFailed }
+
+    public var kind: Kind {
+        switch self {
+        case .notOnScreen: .conflict
+        case .versionMismatch: .preconditionFailed
+        default: .invalid
+        }
+    }
+
+    /// A stable, machine-readable code.
+    public var code: String {
+        switch self {
+        case .notOnScreen(let kind, _): kind == "presentation" ? "not_presented" : "not_on_screen"
+        case .unknownFeature: "unknown_feature"
+        case .unknownAction: "unknown_action"
+        case .unknownBinding: "unknown_binding"
+        case .readOnlyBinding: "read_only_binding"
+        case .unknownButton: "unknown_button"
+        case .invalidArgument: "invalid_argument"
+        case .invalidState: "invalid_state"
+        case .invalidPop: "invalid_pop"
+        case .notAccepted: "not_accepted"
+        case .versionMismatch: "version_mismatch"
+        }
+    }
+
+    public var message: String {
+        switch self {
+        case .notOnScreen(let kind, let id): "\(kind) \(id) is not on screen"
+        case .unknownFeature(let name): "unknown feature \"\(name)\""
+        case .unknownAction(let feature, let action): "\(feature) has no action \"\(action)\""
+        case .unknownBinding(let feature, let name): "\(feature) has no field \"\(name)\""
+        case .readOnlyBinding(let feature, let name): "\(feature).\(name) is not bindable"
+        case .unknownButton(let presentation, let button): "presentation \(presentation) has no button \"\(button)\""
+        case .invalidArgument(let error), .invalidState(let error): error.description
+        case .invalidPop(let reason): reason
+        case .notAccepted(let feature, let value): "no stack enclosing \(feature) accepts \(value)"
+        case .versionMismatch(let expected, let current): "version is \(current), not \(expected)"
+        }
+    }
+}

@@ -1,0 +1,248 @@
+import Observation
+
+/// Derives the navigation tree from state and emits the difference from the tree it last emitted.
+///
+/// Each feature instance is observed on its own (`withObservationTracking`), so a change to one
+/// feature re-derives that feature only. A batch lists removals first (deepest first), then
+/// additions (parents before children), then `state` changes: the order a client can apply
+/// blindly (API.md, rules 1–8).
+final class Reconciler {
+    private(set) var root: Node!
+    private var nodesBySerial: [Int: Node] = [:]
+    private var nodesByID: [String: Node] = [:]
+    private var stacksByID: [String: StackNode] = [:]
+    private var nextSerial = 1
+    private let tracker: ChangeTracker
+    /// Nodes a client removed in this transaction; their events say `origin: client`.
+    private var clientRemovals: Set<Int> = []
+
+    private var removals: [(NavigationEvent.Kind, JSON)] = []
+    private var additions: [(NavigationEvent.Kind, JSON)] = []
+    private var changes: [(NavigationEvent.Kind, JSON)] = []
+
+    /// The events that build the initial tree from an empty screen; rule 7 says replaying them
+    /// must give the same tree as the snapshot.
+    private(set) var initialEvents: [(NavigationEvent.Kind, JSON)] = []
+
+    init(root feature: any AnyLiveFeature, tracker: ChangeTracker) {
+        self.tracker = tracker
+        let root = Node(id: "root", serial: 0, feature: feature, parent: nil, placement: .root)
+        register(root)
+        self.root = root
+        build(root)
+        initialEvents = takeBatch()
+    }
+
+    func node(_ id: String) -> Node? { nodesByID[id] }
+    func stack(_ id: String) -> StackNode? { stacksByID[id] }
+
+    /// Re-derives every feature that changed since the last call and returns the batch.
+    func reconcile() -> [(NavigationEvent.Kind, JSON)] {
+        let serials = tracker.drain()
+        if !serials.isEmpty {
+            var seen = Set<Int>()
+            let dirty = serials.compactMap { serial in seen.insert(serial).inserted ? nodesBySerial[serial] : nil }
+            // Owners first: an owner that removes a child spares the child a pointless update.
+            for node in dirty.sorted(by: { $0.depth < $1.depth }) where node.isAttached {
+                update(node)
+            }
+        }
+        clientRemovals.removeAll()
+        return takeBatch()
+    }
+
+    /// Marks a subtree the client is about to remove, so its events carry `origin: client`.
+    func markRemovedByClient(_ node: Node) {
+        clientRemovals.insert(node.serial)
+        for child in node.presentations { markRemovedByClient(child) }
+        for stack in node.stacks { for element in stack.elements { markRemovedByClient(element) } }
+    }
+
+    func cancelClientRemovals() { clientRemovals.removeAll() }
+
+    // MARK: - Deriving
+
+    private func observe(_ node: Node) -> Derivation? {
+        let serial = node.serial
+        let tracker = tracker
+        return withObservationTracking {
+            node.feature.derive()
+        } onChange: {
+            tracker.markDirty(serial)
+        }
+    }
+
+    /// Fills a new node from its derivation and adds its subtree, parents before children.
+    private func build(_ node: Node) {
+        guard let derivation = observe(node) else { return }
+        node.state = derivation.state
+        node.stacks = derivation.stacks.indices.map { index in
+            let stack = StackNode(id: makeID("s"), slot: index, name: node.feature.stackSlot(index).name, owner: node)
+            stacksByID[stack.id] = stack
+            return stack
+        }
+        announce(node)
+        for (slot, child) in derivation.presentations {
+            node.presentations.append(present(child, slot: slot, in: node))
+        }
+        for (stack, contents) in zip(node.stacks, derivation.stacks) {
+            for index in 0..<contents.count {
+                pushElement(contents.makeFeature(index), identity: contents.identity(index), onto: stack)
+            }
+        }
+    }
+
+    private func announce(_ node: Node) {
+        switch node.placement {
+        case .root:
+            break
+        case .presented(let slot, _, let alert):
+            let declared = node.parent?.feature.presentationSlot(slot)
+            var data = JSONObject()
+            data.append("id", .string(node.id))
+            data.append("parent", .string(node.parent?.id ?? ""))
+            data.append("slot", .string(declared?.name ?? ""))
+            data.append("style", .string(declared?.style.rawValue ?? ""))
+            data.append("feature", .string(node.feature.screenName))
+            data.append("state", .object(node.state))
+            data.append("stacks", node.emptyStacksJSON)
+            if let alert { data.append("alert", alert.json) }
+            if let anchor = declared?.anchor { data.append("anchor", .string(anchor)) }
+            additions.append((.present, .object(data)))
+        case .element(let stack):
+            additions.append((.push, .object(JSONObject([
+                ("stack", .string(stack.id)),
+                ("id", .string(node.id)),
+                ("index", .int(stack.elements.count - 1)),
+                ("feature", .string(node.feature.screenName)),
+                ("state", .object(node.state)),
+                ("stacks", node.emptyStacksJSON),
+            ]))))
+        }
+    }
+
+    private func present(_ child: PresentedChild, slot: Int, in owner: Node) -> Node {
+        let serial = makeSerial()
+        let node = Node(
+            id: "p\(serial)", serial: serial, feature: child.makeFeature(), parent: owner,
+            placement: .presented(slot: slot, identity: child.identity, alert: child.alert)
+        )
+        register(node)
+        build(node)
+        return node
+    }
+
+    private func pushElement(_ feature: any AnyLiveFeature, identity: Identity, onto stack: StackNode) {
+        let serial = makeSerial()
+        let node = Node(id: "e\(serial)", serial: serial, feature: feature, parent: stack.owner, placement: .element(stack))
+        register(node)
+        stack.elements.append(node)
+        stack.identities.append(identity)
+        build(node)
+    }
+
+    // MARK: - Diffing
+
+    private func update(_ node: Node) {
+        // A feature that is gone is removed by its owner, which changed too and came first.
+        guard let derivation = observe(node) else { return }
+
+        var changed = JSONObject()
+        for pair in derivation.state.pairs where node.state[pair.key] != pair.value {
+            changed.append(pair.key, pair.value)
+        }
+        if !changed.isEmpty {
+            node.state = derivation.state
+            changes.append((.state, .object(JSONObject([("feature", .string(node.id)), ("changes", .object(changed))]))))
+        }
+
+        // Rule 1: a presentation is keyed by (owner, slot, identity).
+        func isSame(_ existing: Node, slot: Int, identity: Identity) -> Bool {
+            guard case .presented(let existingSlot, let existingIdentity, _) = existing.placement else { return false }
+            return existingSlot == slot && existingIdentity == identity
+        }
+        for existing in node.presentations.reversed()
+        where !derivation.presentations.contains(where: { isSame(existing, slot: $0.slot, identity: $0.child.identity) }) {
+            removeDescendants(of: existing)
+            removals.append((.dismiss, .object(JSONObject([("id", .string(existing.id)), ("origin", .string(origin(of: existing).rawValue))]))))
+            detach(existing)
+        }
+        node.presentations = derivation.presentations.map { slot, child in
+            node.presentations.first(where: { $0.isAttached && isSame($0, slot: slot, identity: child.identity) })
+                ?? present(child, slot: slot, in: node)
+        }
+
+        // Rule 6: keep the longest common prefix, pop the rest, push the new tail.
+        for (stack, contents) in zip(node.stacks, derivation.stacks) {
+            var prefix = 0
+            let common = min(stack.identities.count, contents.count)
+            while prefix < common, stack.identities[prefix] == contents.identity(prefix) { prefix += 1 }
+            if prefix < stack.elements.count { pop(stack, from: prefix) }
+            for index in prefix..<contents.count {
+                pushElement(contents.makeFeature(index), identity: contents.identity(index), onto: stack)
+            }
+        }
+    }
+
+    /// Removes what a feature shows, deepest first, before the feature itself goes.
+    private func removeDescendants(of node: Node) {
+        for child in node.presentations.reversed() {
+            removeDescendants(of: child)
+            removals.append((.dismiss, .object(JSONObject([("id", .string(child.id)), ("origin", .string(origin(of: child).rawValue))]))))
+            detach(child)
+        }
+        for stack in node.stacks.reversed() where !stack.elements.isEmpty {
+            pop(stack, from: 0)
+        }
+    }
+
+    private func pop(_ stack: StackNode, from index: Int) {
+        let popped = Array(stack.elements[index...].reversed())
+        for element in popped { removeDescendants(of: element) }
+        removals.append((.pop, .object(JSONObject([
+            ("stack", .string(stack.id)),
+            ("ids", .array(popped.map { .string($0.id) })),
+            ("origin", .string(popped.first.map(origin(of:))?.rawValue ?? Origin.server.rawValue)),
+        ]))))
+        for element in popped { detach(element) }
+        stack.elements.removeSubrange(index...)
+        stack.identities.removeSubrange(index...)
+    }
+
+    private func origin(of node: Node) -> Origin {
+        clientRemovals.contains(node.serial) ? .client : .server
+    }
+
+    // MARK: - Bookkeeping
+
+    private func makeSerial() -> Int {
+        defer { nextSerial += 1 }
+        return nextSerial
+    }
+
+    /// Ids are never reused within a session: one counter serves every kind.
+    private func makeID(_ prefix: String) -> String {
+        prefix + String(makeSerial())
+    }
+
+    private func register(_ node: Node) {
+        nodesBySerial[node.serial] = node
+        nodesByID[node.id] = node
+    }
+
+    private func detach(_ node: Node) {
+        node.isAttached = false
+        nodesBySerial[node.serial] = nil
+        nodesByID[node.id] = nil
+        for stack in node.stacks { stacksByID[stack.id] = nil }
+    }
+
+    private func takeBatch() -> [(NavigationEvent.Kind, JSON)] {
+        defer {
+            removals.removeAll()
+            additions.removeAll()
+            changes.removeAll()
+        }
+        return removals + additions + changes
+    }
+}

@@ -1,0 +1,18 @@
+/// Where in a request body a value sits, written as clients read it: `state.path[2].counter.count`.
+public struct JSONPath: Sendable, Equatable, CustomStringConvertible {
+    public private(set) var description: String
+
+    public init(_ root: String) { description = root }
+
+    public func appending(_ key: String) -> JSONPath {
+        var path = self
+        path.description += description.isEmpty ? key : "." + key
+        return path
+    }
+
+    public func appending(index: Int) -> JSONPath {
+        var path = self
+        path.description += "[\(index)]"
+        return path
+    }
+}

@@ -1,0 +1,90 @@
+/// How one kind of value travels as JSON, in both directions.
+///
+/// Codecs compose (optional, array, enum, feature) so a feature's whole state, children included,
+/// is described by declarations rather than hand-written coding. `decode` receives the value now
+/// in place, so decoding a deep link into a running session updates models where they already are
+/// instead of replacing them, and the reconciler sees only the difference.
+public struct StateCodec<Value>: Sendable {
+    /// The type as `GET /features` lists it: `integer`, `string?`, `[Path]`, `Network`.
+    public let typeName: String
+    public let encode: @Sendable (Value) -> JSON
+    public let decode: @Sendable (JSON, JSONPath, Value?) throws(StateError) -> Value
+
+    public init(
+        typeName: String,
+        encode: @escaping @Sendable (Value) -> JSON,
+        decode: @escaping @Sendable (JSON, JSONPath, Value?) throws(StateError) -> Value
+    ) {
+        self.typeName = typeName
+        self.encode = encode
+        self.decode = decode
+    }
+}
+
+extension StateCodec where Value == Int {
+    public static let int = StateCodec(typeName: "integer", encode: { .int($0) }) { json, path, _ throws(StateError) in
+        guard case .int(let value) = json else { throw .typeMismatch(path, expected: "an integer", found: json) }
+        return value
+    }
+}
+
+extension StateCodec where Value == Bool {
+    public static let bool = StateCodec(typeName: "boolean", encode: { .bool($0) }) { json, path, _ throws(StateError) in
+        guard case .bool(let value) = json else { throw .typeMismatch(path, expected: "a boolean", found: json) }
+        return value
+    }
+}
+
+extension StateCodec where Value == String {
+    public static let string = StateCodec(typeName: "string", encode: { .string($0) }) { json, path, _ throws(StateError) in
+        guard case .string(let value) = json else { throw .typeMismatch(path, expected: "a string", found: json) }
+        return value
+    }
+}
+
+extension StateCodec where Value == Double {
+    public static let double = StateCodec(typeName: "number", encode: { .double($0) }) { json, path, _ throws(StateError) in
+        switch json {
+        case .double(let value): return value
+        case .int(let value): return Double(value)
+        default: throw .typeMismatch(path, expected: "a number", found: json)
+        }
+    }
+
+    /// A number within `range`, such as a signal strength from 0 to 1.
+    public static func double(in range: ClosedRange<Double>) -> StateCodec {
+        StateCodec(typeName: "number", encode: { .double($0) }) { json, path, existing throws(StateError) in
+            let value = try StateCodec.double.decode(json, path, existing)
+            guard range.contains(value) else {
+                throw StateError(path, "must be between \(range.lowerBound) and \(range.upperBound)")
+            }
+            return value
+        }
+    }
+}
+
+extension StateCodec {
+    /// `null` or absent is `nil`.
+    public static func optional<Wrapped>(_ wrapped: StateCodec<Wrapped>) -> StateCodec<Wrapped?> where Value == Wrapped? {
+        StateCodec<Wrapped?>(typeName: wrapped.typeName + "?", encode: { $0.map(wrapped.encode) ?? .null }) {
+            json, path, existing throws(StateError) in
+            if case .null = json { return nil }
+            return try wrapped.decode(json, path, existing ?? nil)
+        }
+    }
+
+    /// Elements decode against the element at the same index, so a path keeps its models.
+    public static func array<Element>(_ element: StateCodec<Element>) -> StateCodec<[Element]> where Value == [Element] {
+        StateCodec<[Element]>(typeName: "[\(element.typeName)]", encode: { .array($0.map(element.encode)) }) {
+            json, path, existing throws(StateError) in
+            guard case .array(let items) = json else { throw .typeMismatch(path, expected: "an array", found: json) }
+            var result: [Element] = []
+            result.reserveCapacity(items.count)
+            for (index, item) in items.enumerated() {
+                let current = existing.flatMap { index < $0.count ? $0[index] : nil }
+                result.append(try element.decode(item, path.appending(index: index), current))
+            }
+            return result
+        }
+    }
+}
