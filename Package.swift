@@ -23,12 +23,14 @@ let package = Package(
         .target(name: "HTTP", swiftSettings: swiftSettings),
         // Sessions, routes, configuration and metrics: wires the core and the features to HTTP.
         .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP"], swiftSettings: swiftSettings),
+        // Loopback stubs shared by the test targets; never part of a product.
+        .target(name: "TestSupport", swiftSettings: swiftSettings),
         .executableTarget(name: "navd", dependencies: ["NavServer"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], swiftSettings: swiftSettings),
-        .testTarget(name: "NavServerTests", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP"], swiftSettings: swiftSettings),
+        .testTarget(name: "NavServerTests", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP", "TestSupport"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )

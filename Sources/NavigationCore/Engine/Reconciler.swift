@@ -167,9 +167,11 @@ final class Reconciler {
             removals.append((.dismiss, .object(JSONObject([("id", .string(existing.id)), ("origin", .string(origin(of: existing).rawValue))]))))
             detach(existing)
         }
-        node.presentations = derivation.presentations.map { slot, child in
-            node.presentations.first(where: { $0.isAttached && isSame($0, slot: slot, identity: child.identity) })
-                ?? present(child, slot: slot, in: node)
+        // Presentations stay in the order they appeared, as a client that appends them holds them.
+        node.presentations.removeAll { !$0.isAttached }
+        for (slot, child) in derivation.presentations
+        where !node.presentations.contains(where: { isSame($0, slot: slot, identity: child.identity) }) {
+            node.presentations.append(present(child, slot: slot, in: node))
         }
 
         // Rule 6: keep the longest common prefix, pop the rest, push the new tail.

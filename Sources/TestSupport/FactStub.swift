@@ -1,0 +1,129 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Synchronization
+
+/// A fact service on a loopback port, for tests that must never reach the internet.
+///
+/// It answers `GET /{n}` the way the numbers API does, or fails in the way a test asks for.
+public final class FactStub: Sendable {
+    public enum Behavior: Sendable {
+        /// `"{n} is a stub number."`
+        case facts
+        case status(Int)
+        case emptyBody
+        /// Accepts and never answers, so the client times out.
+        case silent
+    }
+
+    public let port: Int
+    public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    private let listener: Int32
+    private let stopped = Atomic<Bool>(false)
+    private let requests = Mutex<[String]>([])
+
+    public init(_ behavior: Behavior = .facts) throws {
+        let (listener, port) = try Loopback.listen()
+        self.listener = listener
+        self.port = port
+        let thread = Thread { [self] in serve(behavior) }
+        thread.start()
+    }
+
+    /// The paths requested so far.
+    public var requestedPaths: [String] { requests.withLock { $0 } }
+
+    public func stop() {
+        guard !stopped.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    deinit { stop() }
+
+    private func serve(_ behavior: Behavior) {
+        while !stopped.load(ordering: .sequentiallyConsistent) {
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { return }
+            let path = Loopback.readRequestPath(client)
+            requests.withLock { $0.append(path) }
+            let response: String
+            switch behavior {
+            case .facts:
+                let number = path.dropFirst()
+                response = Loopback.response(200, "\(number) is a stub number.")
+            case .status(let status):
+                response = Loopback.response(status, "stub failure")
+            case .emptyBody:
+                response = Loopback.response(200, "")
+            case .silent:
+                Thread.sleep(forTimeInterval: 5)
+                close(client)
+                continue
+            }
+            _ = response.withCString { send(client, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            close(client)
+        }
+    }
+}
+
+/// Small loopback socket helpers for test stubs.
+public enum Loopback {
+    public struct SocketError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// A listening socket on 127.0.0.1 with an ephemeral port.
+    public static func listen() throws -> (Int32, Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw SocketError(description: "socket: \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, Glibc.listen(fd, 64) == 0 else {
+            close(fd)
+            throw SocketError(description: "bind/listen: \(errno)")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// A port that nothing listens on: connecting to it is refused.
+    public static func closedPort() throws -> Int {
+        let (fd, port) = try listen()
+        close(fd)
+        return port
+    }
+
+    static func readRequestPath(_ fd: Int32) -> String {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !received.contains(sequence: [13, 10, 13, 10]) {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { break }
+            received += buffer[0..<count]
+        }
+        let line = String(decoding: received.prefix { $0 != 13 }, as: UTF8.self)
+        let parts = line.split(separator: " ")
+        return parts.count > 1 ? String(parts[1]) : "/"
+    }
+
+    static func response(_ status: Int, _ body: String) -> String {
+        "HTTP/1.1 \(status) Stub\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+    }
+}
+
+private extension Array where Element == UInt8 {
+    func contains(sequence: [UInt8]) -> Bool {
+        guard count >= sequence.count else { return false }
+        return (0...(count - sequence.count)).contains { Array(self[$0..<($0 + sequence.count)]) == sequence }
+    }
+}
