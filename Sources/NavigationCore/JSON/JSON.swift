@@ -46,6 +46,11 @@ extension JSON {
         return nil
     }
 
+    public subscript(index: Int) -> JSON? {
+        if case .array(let array) = self, array.indices.contains(index) { return array[index] }
+        return nil
+    }
+
     public var objectValue: JSONObject? {
         if case .object(let object) = self { return object }
         return nil

@@ -1,0 +1,73 @@
+@testable import NavigationCore
+import Testing
+
+@Suite struct JSONTests {
+    @Test(arguments: [
+        #"{"a":1,"b":[true,false,null],"c":"x\"y\\z\n","d":-2.5,"e":{}}"#,
+        #"[]"#, #""é ☃ 𝄞""#, #"0"#, #"-0.5"#, #"1e3"#,
+    ])
+    func parsesAndWritesRoundTrip(_ text: String) throws {
+        let value = try JSONParser.parse(text)
+        #expect(try JSONParser.parse(value.text) == value)
+    }
+
+    @Test func keepsKeyOrderAndComparesWithoutIt() throws {
+        let value = try JSONParser.parse(#"{"b":1,"a":2}"#)
+        #expect(value.text == #"{"b":1,"a":2}"#)
+        #expect(value == (try JSONParser.parse(#"{"a":2,"b":1}"#)))
+        #expect(JSON.int(1) == JSON.double(1))
+    }
+
+    @Test func escapesControlCharactersAndDecodesUnicodeEscapes() throws {
+        #expect(JSON.string("a\u{01}b").text == #""a\u0001b""#)
+        #expect(try JSONParser.parse(#""\u00e9\ud834\udd1e""#) == .string("é𝄞"))
+    }
+
+    @Test(arguments: [
+        "", "{", "[1,]", #"{"a" 1}"#, "01", "1.", "-", "tru", #""\x""#, #""\ud834""#, #"{"a":1,"a":2}"#,
+        "1 2", "\"\u{01}\"", "nan", "1e999",
+    ])
+    func rejectsMalformedInput(_ text: String) {
+        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse(text) }
+    }
+
+    @Test func rejectsInvalidUTF8AndDeepNesting() {
+        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse([0x22, 0xFF, 0xFE, 0x22]) }
+        let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
+        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse(deep) }
+    }
+
+    @Test func writesIntegersAndDoubles() {
+        #expect(JSON.int(Int.min).text == "-9223372036854775808")
+        #expect(JSON.double(0.25).text == "0.25")
+        #expect(JSON.double(1).text == "1.0")
+        #expect(JSON.double(.infinity).text == "null")
+    }
+}
+
+@Suite struct EventLogTests {
+    func event(_ sequence: Int) -> NavigationEvent { NavigationEvent(sequence: sequence, kind: .state, data: [:]) }
+
+    @Test func keepsTheLastEventsAndKnowsWhenItCannotResume() {
+        var log = EventLog(capacity: 3)
+        for sequence in 1...5 { log.append(event(sequence)) }
+        #expect(log.events(after: 2, lastIssued: 5)?.map(\.sequence) == [3, 4, 5])
+        #expect(log.events(after: 4, lastIssued: 5)?.map(\.sequence) == [5])
+        #expect(log.events(after: 5, lastIssued: 5)?.isEmpty == true)
+        #expect(log.events(after: 1, lastIssued: 5) == nil)
+        #expect(log.events(after: 6, lastIssued: 5) == nil)
+        #expect(log.events(after: -1, lastIssued: 5) == nil)
+    }
+
+    @Test func anEmptyLogResumesFromZero() {
+        let log = EventLog(capacity: 3)
+        #expect(log.events(after: 0, lastIssued: 0)?.isEmpty == true)
+    }
+}
+
+@Suite struct JSONPathTests {
+    @Test func readsAsClientsWriteIt() {
+        #expect(JSONPath("state").appending("path").appending(index: 2).appending("counter").appending("count").description
+            == "state.path[2].counter.count")
+    }
+}
