@@ -12,7 +12,7 @@ import Testing
         var harness = try await Harness(feature)
         var random = SplitMix64(seed: seed)
         let features = harness.catalog.description["features"]?.arrayValue ?? []
-        let steps = 1500
+        let steps = 3000
         for step in 0..<steps {
             do {
                 try await Self.randomStep(harness, features: features, random: &random)
@@ -26,6 +26,9 @@ import Testing
                 #expect(NavigationReplica.shape(of: await fresh.navigation()) == NavigationReplica.shape(of: await harness.tree()))
             }
         }
+        // The walk must have exercised the reconciler, not only bounced off refusals.
+        #expect(harness.lastSequence > steps / 3, "\(harness.lastSequence) events in \(steps) steps")
+        print("invariant walk \(feature) seed \(seed): \(harness.lastSequence) events in \(steps) steps")
     }
 
     static func randomStep(_ harness: Harness, features: [JSON], random: inout SplitMix64) async throws(NavigationError) {
