@@ -1,0 +1,75 @@
+import Dispatch
+import Glibc
+import HTTP
+import Synchronization
+
+/// Routes used by the tests:
+/// - `/slow?ms=N`: answers from another thread after N ms;
+/// - `/stream?count=N`: opens an event stream and sends N events;
+/// - `/big?size=N`: N bytes of body;
+/// - `/never`: never answers;
+/// - anything else: echoes method, path, query and body as JSON.
+final class TestHandler: HTTPHandler {
+    let streams = Mutex<[EventStream]>([])
+    let closeReasons = Mutex<[EventStreamCloseReason]>([])
+    let requestCount = Atomic<Int>(0)
+
+    func handle(_ request: HTTPRequest, responder: HTTPResponder) {
+        requestCount.add(1, ordering: .relaxed)
+        switch request.path {
+        case "/slow":
+            let milliseconds = Int(request.queryValue("ms") ?? "") ?? 100
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
+                responder.respond(Self.echo(request))
+            }
+        case "/stream":
+            let stream = responder.startEventStream(headers: ["Content-Type": "text/event-stream"])
+            stream.onClose { reason in self.closeReasons.withLock { $0.append(reason) } }
+            streams.withLock { $0.append(stream) }
+            for index in 0..<(Int(request.queryValue("count") ?? "") ?? 0) {
+                stream.send(Array("data: \(index)\n\n".utf8))
+            }
+        case "/big":
+            let size = Int(request.queryValue("size") ?? "") ?? 0
+            responder.respond(HTTPResponse(status: 200, body: [UInt8](repeating: UInt8(ascii: "x"), count: size)))
+        case "/never":
+            break
+        default:
+            responder.respond(Self.echo(request))
+        }
+    }
+
+    static func echo(_ request: HTTPRequest) -> HTTPResponse {
+        var json = "{\"method\":\"\(request.method)\",\"path\":\"\(request.path)\",\"query\":["
+        json += request.query.map { "\"\($0.name)=\($0.value)\"" }.joined(separator: ",")
+        json += "],\"body\":\"\(String(decoding: request.body, as: UTF8.self))\"}"
+        return .json(status: 200, Array(json.utf8), headers: ["X-Test": "yes"])
+    }
+
+    /// Polls until the condition holds or the timeout passes.
+    static func eventually(timeout: Double = 3, _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            usleep(5_000)
+        }
+        return condition()
+    }
+}
+
+/// Starts a server on an ephemeral port with short test timeouts; `body` runs against it,
+/// and the server is shut down afterwards.
+func withServer(
+    _ adjust: (inout HTTPServer.Configuration) -> Void = { _ in },
+    handler: TestHandler = TestHandler(),
+    _ body: (HTTPServer, TestHandler) throws -> Void
+) throws {
+    var configuration = HTTPServer.Configuration(
+        port: 0, loopCount: 2, headerTimeout: .seconds(2), bodyTimeout: .seconds(2), idleTimeout: .seconds(5),
+        lingerTimeout: .milliseconds(500))
+    adjust(&configuration)
+    let server = HTTPServer(configuration: configuration, handler: handler)
+    try server.start()
+    defer { server.finishShutdown(deadline: .now + .seconds(1)) }
+    try body(server, handler)
+}
