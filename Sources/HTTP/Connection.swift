@@ -1,0 +1,87 @@
+/// One client connection. It belongs to exactly one loop and is touched only on that
+/// loop's thread; other threads merely hold a reference to hand back to the loop inside a
+/// message (hence `@unchecked Sendable`).
+final class Connection: @unchecked Sendable {
+    enum ReadPhase {
+        case head
+        case fixedBody(remaining: Int)
+        case chunkedBody
+        /// Nothing more is parsed: after an error, a closing request or an event stream.
+        case discard
+    }
+
+    let fd: Int32
+    /// Identifies the connection in epoll events; the generation tells a reused descriptor apart.
+    let token: UInt64
+    let peer: PeerAddress
+
+    // Reading. Only leftover bytes of an incomplete head are kept here, never a fixed buffer.
+    var phase = ReadPhase.head
+    var pending: [UInt8] = []
+    var scanner = HeadScanner()
+    var chunkedDecoder = ChunkedBodyDecoder()
+    var bodyHead: RequestHead?
+    var body: [UInt8] = []
+    var bodySequence: UInt64 = 0
+
+    // The pipeline: slots[0] has sequence number `firstSequence`.
+    var slots: [ResponseSlot] = []
+    var firstSequence: UInt64 = 0
+    /// False once a request asked to close, an error was sent, a stream started or shutdown began.
+    var acceptsRequests = true
+    var hasServedRequest = false
+
+    // Writing.
+    var output = ByteQueue()
+    var closeAfterOutput = false
+    var stream: EventStream?
+    var streamBlocked = false
+    /// When the application's close() of the stream was first seen (0: not yet).
+    var streamCloseStart: Int64 = 0
+
+    // Loop bookkeeping.
+    var interest: UInt32 = 0
+    var isDirty = false
+    var isClosed = false
+    var peerClosed = false
+    var lingering = false
+    /// Start of the current head, body, idle or linger period, for timeouts.
+    var phaseStart: Int64
+    var lastWriteProgress: Int64
+
+    init(fd: Int32, token: UInt64, peer: PeerAddress, now: Int64) {
+        self.fd = fd
+        self.token = token
+        self.peer = peer
+        self.phaseStart = now
+        self.lastWriteProgress = now
+    }
+
+    var nextSequence: UInt64 { firstSequence + UInt64(slots.count) }
+
+    /// Opens the next slot and returns its sequence number.
+    func openSlot(_ slot: ResponseSlot) -> UInt64 {
+        let sequence = nextSequence
+        slots.append(slot)
+        return sequence
+    }
+
+    func slotIndex(_ sequence: UInt64) -> Int? {
+        guard sequence >= firstSequence else { return nil }
+        let index = Int(sequence - firstSequence)
+        return index < slots.count ? index : nil
+    }
+
+    var isReadingBody: Bool {
+        switch phase {
+        case .fixedBody, .chunkedBody: true
+        case .head, .discard: false
+        }
+    }
+
+    /// No request in progress, nothing to write: safe to close at shutdown.
+    var isIdle: Bool {
+        guard case .head = phase else { return false }
+        return slots.isEmpty && output.isEmpty && stream == nil && !lingering
+    }
+}

@@ -1,0 +1,106 @@
+import Glibc
+
+extension EventLoop {
+    /// Closes the socket at once and lets go of everything the connection held.
+    func close(_ connection: Connection, reason: EventStreamCloseReason) {
+        guard !connection.isClosed else { return }
+        connection.isClosed = true
+        // Closing the descriptor also removes it from the epoll set.
+        Glibc.close(connection.fd)
+        let index = Int(connection.fd)
+        if index < connections.count, connections[index] === connection { connections[index] = nil }
+        shared.openConnections.subtract(1, ordering: .relaxed)
+        connection.pending = []
+        connection.body = []
+        connection.bodyHead = nil
+        connection.output.removeAll()
+        for slot in connection.slots {
+            if case .stream(let stream, _)? = slot.outcome { stream.finish(reason) }
+        }
+        connection.slots = []
+        if let stream = connection.stream {
+            connection.stream = nil
+            stream.finish(reason)
+        }
+    }
+
+    /// Sends FIN after the last response but keeps reading (and dropping) for a moment, so
+    /// unread client bytes do not make the kernel reset the connection and lose the response.
+    func beginLinger(_ connection: Connection) {
+        guard !connection.isClosed else { return }
+        if connection.peerClosed || settings.lingerTimeout == 0 {
+            close(connection, reason: .clientClosed)
+            return
+        }
+        connection.lingering = true
+        connection.phaseStart = now
+        connection.pending = []
+        connection.body = []
+        connection.slots = []
+        shutdown(connection.fd, Int32(SHUT_WR))
+        updateInterest(connection)
+    }
+
+    /// Enforces the timeouts; run every `sweepInterval`.
+    func sweep() {
+        resumeListeningIfDue()
+        var index = 0
+        while index < connections.count {
+            if let connection = connections[index] { checkTimeouts(connection) }
+            index += 1
+        }
+    }
+
+    private func checkTimeouts(_ connection: Connection) {
+        let elapsed = now - connection.phaseStart
+        if connection.lingering {
+            if elapsed > settings.lingerTimeout { close(connection, reason: .clientClosed) }
+            return
+        }
+        if connection.stream != nil {
+            if connection.streamCloseStart != 0 && now - connection.streamCloseStart > settings.streamCloseTimeout {
+                close(connection, reason: .closedByServer)
+            }
+            return
+        }
+        if !connection.output.isEmpty {
+            // The client leaves a response unread.
+            if now - connection.lastWriteProgress > settings.idleTimeout { close(connection, reason: .clientClosed) }
+            return
+        }
+        switch connection.phase {
+        case .head:
+            let receivingHead = connection.scanner.hasStarted || !connection.pending.isEmpty
+            if receivingHead && connection.acceptsRequests
+                && connection.slots.count < settings.maxPipelinedRequests {
+                if elapsed > settings.headerTimeout { refuse(connection, .requestTimeout) }
+            } else if connection.slots.isEmpty {
+                let limit = connection.hasServedRequest ? settings.idleTimeout : settings.headerTimeout
+                if elapsed > limit { close(connection, reason: .clientClosed) }
+            }
+        case .fixedBody, .chunkedBody:
+            if elapsed > settings.bodyTimeout { refuseBody(connection, .requestTimeout) }
+        case .discard:
+            break
+        }
+    }
+
+    /// Stops accepting, closes idle connections and lets the others finish their requests.
+    /// Event streams stay open.
+    func beginShutdown() {
+        guard !shuttingDown else { return }
+        shuttingDown = true
+        stopListening()
+        for index in connections.indices {
+            guard let connection = connections[index], !connection.isClosed,
+                  connection.stream == nil, !connection.lingering else { continue }
+            connection.acceptsRequests = false
+            if connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody {
+                // Idle, or only part of a head that will not be served now.
+                close(connection, reason: .shutdown)
+            } else {
+                markDirty(connection)
+            }
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import Glibc
+
+extension EventLoop {
+    /// One read per readiness event into the loop's scratch buffer; only bytes that cannot be
+    /// used yet are copied into the connection.
+    func readable(_ connection: Connection) {
+        switch SocketIO.read(connection.fd, into: readBuffer) {
+        case .wouldBlock:
+            return
+        case .closed:
+            peerClosed(connection)
+        case .transferred(let count):
+            if connection.lingering || connection.stream != nil { return }
+            if case .discard = connection.phase { return }
+            feed(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
+            updateInterest(connection)
+        }
+    }
+
+    private func feed(_ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
+        if connection.pending.isEmpty {
+            let used = consume(connection, bytes)
+            if used < bytes.count && connection.acceptsRequests && !connection.isClosed {
+                connection.pending = Array(bytes[used...])
+            }
+        } else {
+            connection.pending.append(contentsOf: bytes)
+            parsePending(connection)
+        }
+    }
+
+    /// Parses input that was left over, e.g. after a pause for a full pipeline.
+    func parsePending(_ connection: Connection) {
+        let buffered = connection.pending
+        connection.pending = []
+        let used = buffered.withUnsafeBytes { consume(connection, $0) }
+        guard used < buffered.count, connection.acceptsRequests, !connection.isClosed else { return }
+        connection.pending = used == 0 ? buffered : Array(buffered[used...])
+    }
+
+    /// Parses as much as possible and returns how many bytes were used.
+    private func consume(_ connection: Connection, _ bytes: UnsafeRawBufferPointer) -> Int {
+        var index = 0
+        while index < bytes.count && !connection.isClosed {
+            switch connection.phase {
+            case .discard:
+                return bytes.count
+            case .head:
+                guard connection.acceptsRequests, connection.slots.count < settings.maxPipelinedRequests else {
+                    return index
+                }
+                if !connection.scanner.hasStarted {
+                    // Blank lines before a request are ignored (RFC 9112 §2.2).
+                    while index + 1 < bytes.count && bytes[index] == ASCII.cr && bytes[index + 1] == ASCII.lf {
+                        index += 2
+                    }
+                    if index == bytes.count { return index }
+                    connection.phaseStart = now
+                }
+                let head = UnsafeRawBufferPointer(rebasing: bytes[index...])
+                switch connection.scanner.scan(
+                    head, maxRequestLine: settings.maxRequestLineBytes, maxHeaderBytes: settings.maxHeaderBytes)
+                {
+                case .incomplete:
+                    return index
+                case .failure(let error):
+                    refuse(connection, error)
+                    return bytes.count
+                case .complete(let length, let requestLineLength):
+                    connection.scanner = HeadScanner()
+                    let parsed = RequestHeadParser.parse(
+                        UnsafeRawBufferPointer(rebasing: head[0..<length]),
+                        requestLineLength: requestLineLength,
+                        maxBodyBytes: settings.maxBodyBytes)
+                    index += length
+                    switch parsed {
+                    case .failure(let error):
+                        refuse(connection, error)
+                        return bytes.count
+                    case .success(let head):
+                        startRequest(connection, head, bodyBytesFollow: index < bytes.count)
+                    }
+                }
+            case .fixedBody(let remaining):
+                let take = min(remaining, bytes.count - index)
+                connection.body.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + take)]))
+                index += take
+                if take == remaining {
+                    finishBody(connection)
+                } else {
+                    connection.phase = .fixedBody(remaining: remaining - take)
+                }
+            case .chunkedBody:
+                let outcome = connection.chunkedDecoder.decode(
+                    UnsafeRawBufferPointer(rebasing: bytes[index...]),
+                    into: &connection.body,
+                    maxBodyBytes: settings.maxBodyBytes,
+                    maxTrailerBytes: settings.maxHeaderBytes)
+                switch outcome {
+                case .needsMore:
+                    return bytes.count
+                case .finished(let consumed):
+                    index += consumed
+                    finishBody(connection)
+                case .failure(let error):
+                    refuseBody(connection, error)
+                    return bytes.count
+                }
+            }
+        }
+        return index
+    }
+
+    private func startRequest(_ connection: Connection, _ head: RequestHead, bodyBytesFollow: Bool) {
+        let keepAlive = head.keepAlive && !shuttingDown
+        if !keepAlive { connection.acceptsRequests = false }
+        let sequence = connection.openSlot(ResponseSlot(
+            isHead: head.request.method == "HEAD", keepAlive: keepAlive, isHTTP10: !head.isHTTP11))
+        switch head.framing {
+        case .none:
+            dispatch(head.request, on: connection, sequence: sequence)
+        case .length(let length):
+            connection.phase = .fixedBody(remaining: length)
+            connection.body.reserveCapacity(min(length, 64 * 1024))
+            awaitBody(connection, head, sequence: sequence, bodyBytesFollow: bodyBytesFollow)
+        case .chunked:
+            connection.phase = .chunkedBody
+            connection.chunkedDecoder = ChunkedBodyDecoder()
+            awaitBody(connection, head, sequence: sequence, bodyBytesFollow: bodyBytesFollow)
+        }
+    }
+
+    private func awaitBody(_ connection: Connection, _ head: RequestHead, sequence: UInt64, bodyBytesFollow: Bool) {
+        connection.bodyHead = head
+        connection.bodySequence = sequence
+        connection.phaseStart = now
+        if head.expectsContinue && head.isHTTP11 && !bodyBytesFollow, let index = connection.slotIndex(sequence) {
+            connection.slots[index].owesContinue = true
+            markDirty(connection)
+        }
+    }
+
+    private func finishBody(_ connection: Connection) {
+        connection.phase = .head
+        guard var head = connection.bodyHead else { return }
+        connection.bodyHead = nil
+        head.request.body = connection.body
+        connection.body = []
+        if let index = connection.slotIndex(connection.bodySequence) {
+            // The client sent the body without waiting; the interim answer is moot.
+            connection.slots[index].owesContinue = false
+        }
+        dispatch(head.request, on: connection, sequence: connection.bodySequence)
+    }
+
+    private func dispatch(_ request: HTTPRequest, on connection: Connection, sequence: UInt64) {
+        connection.hasServedRequest = true
+        let responder = HTTPResponder(loop: self, connection: connection, sequence: sequence)
+        shared.handler.handle(request, responder: responder)
+    }
+
+    /// Answers a request the server will not hand to the handler, then closes.
+    func refuse(_ connection: Connection, _ error: ProtocolError) {
+        stopParsing(connection)
+        var slot = ResponseSlot(isHead: false, keepAlive: false, isHTTP10: false)
+        slot.outcome = .response(error.response)
+        _ = connection.openSlot(slot)
+        markDirty(connection)
+    }
+
+    /// Answers the request whose body is being read with an error, then closes.
+    func refuseBody(_ connection: Connection, _ error: ProtocolError) {
+        let sequence = connection.bodySequence
+        stopParsing(connection)
+        guard let index = connection.slotIndex(sequence) else {
+            refuse(connection, error)
+            return
+        }
+        connection.slots[index].keepAlive = false
+        connection.slots[index].owesContinue = false
+        connection.slots[index].outcome = .response(error.response)
+        markDirty(connection)
+    }
+
+    private func stopParsing(_ connection: Connection) {
+        connection.acceptsRequests = false
+        connection.phase = .discard
+        connection.pending = []
+        connection.body = []
+        connection.bodyHead = nil
+        connection.scanner = HeadScanner()
+    }
+
+    /// The client sent FIN (or the read failed). Requests already received are still
+    /// answered if the socket allows; then the connection closes.
+    func peerClosed(_ connection: Connection) {
+        if connection.stream != nil || connection.lingering || connection.slots.isEmpty {
+            close(connection, reason: .clientClosed)
+            return
+        }
+        connection.peerClosed = true
+        if connection.isReadingBody || connection.scanner.hasStarted {
+            // The request being received can never complete; drop it.
+            if connection.isReadingBody, let index = connection.slotIndex(connection.bodySequence) {
+                connection.slots.removeSubrange(index...)
+            }
+            stopParsing(connection)
+        }
+        if connection.slots.isEmpty {
+            close(connection, reason: .clientClosed)
+            return
+        }
+        updateInterest(connection)
+    }
+}

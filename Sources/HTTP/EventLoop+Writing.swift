@@ -1,0 +1,243 @@
+import Glibc
+
+extension EventLoop {
+    func deliver(_ response: HTTPResponse, to connection: Connection, sequence: UInt64) {
+        guard !connection.isClosed, let index = connection.slotIndex(sequence),
+              connection.slots[index].outcome == nil else { return }
+        connection.slots[index].outcome = .response(response)
+        if index == 0 { markDirty(connection) }
+    }
+
+    func deliver(_ stream: EventStream, headers: HTTPHeaders, to connection: Connection, sequence: UInt64) {
+        guard !connection.isClosed, let index = connection.slotIndex(sequence),
+              connection.slots[index].outcome == nil else {
+            stream.finish(connection.isClosed ? .clientClosed : .closedByServer)
+            return
+        }
+        connection.slots[index].outcome = .stream(stream, headers)
+        if index == 0 { markDirty(connection) }
+    }
+
+    /// Serializes the responses that are next in line, writes what the socket takes and
+    /// queues the rest for EPOLLOUT. Small responses are built in the loop's scratch buffer
+    /// and cost the connection nothing once written.
+    func flush(_ connection: Connection) {
+        guard !connection.isClosed, !connection.lingering else { return }
+        writeBuffer.removeAll(keepingCapacity: true)
+        serializeReadySlots(connection)
+
+        if connection.output.isEmpty && !writeBuffer.isEmpty {
+            let outcome = writeBuffer.withUnsafeBytes { SocketIO.write(connection.fd, $0) }
+            switch outcome {
+            case .transferred(let count):
+                connection.lastWriteProgress = now
+                if count < writeBuffer.count { connection.output.append(Array(writeBuffer[count...])) }
+            case .wouldBlock:
+                connection.output.append(writeBuffer)
+            case .closed:
+                close(connection, reason: .clientClosed)
+                return
+            }
+        } else {
+            if !writeBuffer.isEmpty { connection.output.append(writeBuffer) }
+            guard writeQueued(connection) else { return }
+        }
+        writeBuffer.removeAll(keepingCapacity: true)
+        afterWrite(connection)
+    }
+
+    /// Moves ready responses at the front of the pipeline into `writeBuffer` (large bodies
+    /// go to the output queue by reference, after what was staged).
+    private func serializeReadySlots(_ connection: Connection) {
+        while let slot = connection.slots.first, !connection.closeAfterOutput, connection.stream == nil {
+            if slot.owesContinue {
+                ASCII.append(ResponseSerializer.continueBytes, to: &writeBuffer)
+                connection.slots[0].owesContinue = false
+            }
+            guard let outcome = slot.outcome else { return }
+            connection.slots.removeFirst()
+            connection.firstSequence += 1
+            switch outcome {
+            case .response(let response):
+                serialize(response, slot: slot, connection: connection)
+            case .stream(let stream, let headers):
+                ResponseSerializer.appendHead(
+                    status: 200, headers: headers, contentLength: nil, connection: .keepAlive,
+                    isEventStream: true, to: &writeBuffer)
+                connection.stream = stream
+                connection.acceptsRequests = false
+                connection.phase = .discard
+                connection.pending = []
+                dropRemainingSlots(connection)
+                // A HEAD request gets the head only.
+                if slot.isHead { connection.closeAfterOutput = true }
+            }
+        }
+    }
+
+    private func serialize(_ original: HTTPResponse, slot: ResponseSlot, connection: Connection) {
+        var response = original
+        if response.status < 200 || response.status > 999 {
+            response = HTTPResponse.error(
+                status: 500, code: "internal_error", message: "The handler produced an invalid status.")
+        }
+        let closing = !slot.keepAlive
+            || (shuttingDown && connection.slots.isEmpty)
+            || ResponseSerializer.requestsClose(response.headers)
+        let noBody = ResponseSerializer.forbidsBody(response.status)
+        ResponseSerializer.appendHead(
+            status: response.status,
+            headers: response.headers,
+            contentLength: noBody ? nil : response.body.count,
+            connection: closing ? .close : (slot.isHTTP10 ? .keepAlive : .none),
+            to: &writeBuffer)
+        if !noBody && !slot.isHead && !response.body.isEmpty {
+            if response.body.count <= 64 * 1024 {
+                writeBuffer.append(contentsOf: response.body)
+            } else {
+                connection.output.append(writeBuffer)
+                writeBuffer.removeAll(keepingCapacity: true)
+                connection.output.append(response.body)
+            }
+        }
+        if closing {
+            connection.closeAfterOutput = true
+            connection.acceptsRequests = false
+            connection.phase = .discard
+            connection.pending = []
+            dropRemainingSlots(connection)
+        }
+    }
+
+    /// Forgets requests after one that ends the connection; their answers will be ignored.
+    private func dropRemainingSlots(_ connection: Connection) {
+        for slot in connection.slots {
+            if case .stream(let stream, _)? = slot.outcome { stream.finish(.closedByServer) }
+        }
+        connection.firstSequence += UInt64(connection.slots.count)
+        connection.slots = []
+    }
+
+    /// Writes the output queue; false if the connection was closed.
+    private func writeQueued(_ connection: Connection) -> Bool {
+        while !connection.output.isEmpty {
+            let offset = connection.output.peek(into: &chunkScratch, limit: Self.maxIOVecs)
+            let total = chunkScratch.reduce(0) { $0 + $1.count } - offset
+            let outcome = SocketIO.write(connection.fd, chunkScratch, firstOffset: offset, iovecs: iovecs)
+            chunkScratch.removeAll(keepingCapacity: true)
+            switch outcome {
+            case .transferred(let count):
+                connection.lastWriteProgress = now
+                connection.output.consume(count)
+                // A short write means the socket is full: wait for EPOLLOUT.
+                if count < total { return true }
+            case .wouldBlock:
+                return true
+            case .closed:
+                close(connection, reason: .clientClosed)
+                return false
+            }
+        }
+        return true
+    }
+
+    /// What follows a write: closing, streaming, reading on, or waiting for EPOLLOUT.
+    private func afterWrite(_ connection: Connection) {
+        if connection.output.isEmpty {
+            if connection.closeAfterOutput {
+                if let stream = connection.stream {
+                    connection.stream = nil
+                    stream.finish(.closedByServer)
+                }
+                beginLinger(connection)
+                return
+            }
+            if connection.stream != nil {
+                flushStream(connection)
+                return
+            }
+            if connection.peerClosed && connection.slots.isEmpty {
+                close(connection, reason: .clientClosed)
+                return
+            }
+            if shuttingDown && connection.isIdle && !connection.isReadingBody {
+                beginLinger(connection)
+                return
+            }
+            if connection.slots.isEmpty && connection.pending.isEmpty && !connection.scanner.hasStarted {
+                connection.phaseStart = now
+            }
+        }
+        if !connection.pending.isEmpty && connection.acceptsRequests
+            && connection.slots.count < settings.maxPipelinedRequests
+            && connection.output.count < settings.outputHighWater {
+            parsePending(connection)
+        }
+        updateInterest(connection)
+    }
+
+    /// Writes queued stream bytes straight from the shared arrays; closes the stream when the
+    /// application asked and everything went out, or at once when it is too slow.
+    func flushStream(_ connection: Connection) {
+        guard let stream = connection.stream, !connection.isClosed, connection.output.isEmpty else { return }
+        writing: while true {
+            let (offset, requestedClose) = stream.takeChunks(into: &chunkScratch, limit: Self.maxIOVecs)
+            if requestedClose == .tooSlow {
+                chunkScratch.removeAll(keepingCapacity: true)
+                close(connection, reason: .tooSlow)
+                return
+            }
+            if chunkScratch.isEmpty {
+                connection.streamBlocked = false
+                if requestedClose != nil {
+                    close(connection, reason: .closedByServer)
+                    return
+                }
+                break writing
+            }
+            let total = chunkScratch.reduce(0) { $0 + $1.count } - offset
+            let outcome = SocketIO.write(connection.fd, chunkScratch, firstOffset: offset, iovecs: iovecs)
+            chunkScratch.removeAll(keepingCapacity: true)
+            switch outcome {
+            case .transferred(let count):
+                connection.lastWriteProgress = now
+                stream.consume(count)
+                if count < total {
+                    connection.streamBlocked = true
+                    break writing
+                }
+            case .wouldBlock:
+                connection.streamBlocked = true
+                break writing
+            case .closed:
+                close(connection, reason: .clientClosed)
+                return
+            }
+        }
+        if connection.streamBlocked, connection.streamCloseStart == 0, stream.requestedClose != nil {
+            connection.streamCloseStart = now
+        }
+        updateInterest(connection)
+    }
+
+    /// Keeps epoll interest in line with what the connection waits for.
+    func updateInterest(_ connection: Connection) {
+        guard !connection.isClosed else { return }
+        let read = EpollFlag.readable | EpollFlag.readHangUp
+        var wanted: UInt32 = 0
+        if connection.lingering {
+            wanted = read
+        } else if connection.stream != nil {
+            wanted = read | (connection.streamBlocked || !connection.output.isEmpty ? EpollFlag.writable : 0)
+        } else {
+            let wantsInput = !connection.peerClosed && (connection.isReadingBody
+                || (connection.acceptsRequests
+                    && connection.slots.count < settings.maxPipelinedRequests
+                    && connection.output.count < settings.outputHighWater))
+            wanted = (wantsInput ? read : 0) | (connection.output.isEmpty ? 0 : EpollFlag.writable)
+        }
+        guard wanted != connection.interest else { return }
+        connection.interest = wanted
+        epoll.control(EpollFlag.modify, connection.fd, events: wanted, token: connection.token)
+    }
+}

@@ -1,0 +1,251 @@
+import Glibc
+import Synchronization
+
+/// One event-loop thread with its own epoll instance. It owns its connections outright:
+/// their state is touched only on this thread. Other threads talk to it through `post`,
+/// which queues a message and wakes the loop through an eventfd, once per batch.
+///
+/// Cross-thread members: `inbox`, `threadID`, `settings`, `shared`. Everything else is
+/// confined to the loop thread (hence `@unchecked Sendable`).
+final class EventLoop: @unchecked Sendable {
+    static let wakeToken: UInt64 = 0
+    static let listenToken: UInt64 = 1
+
+    private struct Inbox {
+        var messages: [LoopMessage] = []
+        /// The eventfd has been written and the loop has not drained the inbox since.
+        var wakePending = false
+        /// The loop has stopped; messages are dropped and the eventfd is closed.
+        var closed = false
+    }
+
+    let shared: ServerShared
+    var settings: LoopSettings { shared.settings }
+    private let inbox = Mutex(Inbox())
+    private let wakeFD: Int32
+    private let threadID = Atomic<UInt>(0)
+
+    // Loop-confined state.
+    let epoll: Epoll
+    let calls: LinuxSystemCalls
+    var peers: [EventLoop] = []
+    var connections: [Connection?] = []
+    var localMessages: [LoopMessage] = []
+    private var spareMessages: [LoopMessage] = []
+    var dirty: [Connection] = []
+    private var spareDirty: [Connection] = []
+    var now: Int64
+    let readBuffer: UnsafeMutableRawBufferPointer
+    var writeBuffer: [UInt8] = []
+    var chunkScratch: [[UInt8]] = []
+    let iovecs: UnsafeMutablePointer<iovec>
+    static let maxIOVecs = 16
+    var running = true
+    var shuttingDown = false
+    var listening = true
+    /// While accept fails for lack of descriptors, the listener rests until then.
+    var listenPausedUntil: Int64 = 0
+    private var nextGeneration: UInt32 = 0
+    private var nextSweep: Int64
+
+    init(calls: LinuxSystemCalls, shared: ServerShared) throws(HTTPServerError) {
+        self.calls = calls
+        self.shared = shared
+        self.epoll = try Epoll(calls: calls, capacity: 256)
+        let wakeFD = calls.eventFD(0, EpollFlag.eventNonBlocking | EpollFlag.closeOnExec)
+        guard wakeFD >= 0 else {
+            epoll.close()
+            throw HTTPServerError.system("eventfd", errno)
+        }
+        self.wakeFD = wakeFD
+        self.now = MonotonicClock.now()
+        self.nextSweep = now + shared.settings.sweepInterval
+        self.readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        self.iovecs = UnsafeMutablePointer<iovec>.allocate(capacity: Self.maxIOVecs)
+        writeBuffer.reserveCapacity(64 * 1024)
+        epoll.control(EpollFlag.add, wakeFD, events: EpollFlag.readable, token: Self.wakeToken)
+        epoll.control(EpollFlag.add, shared.listenFD, events: EpollFlag.readable | EpollFlag.exclusive, token: Self.listenToken)
+    }
+
+    // MARK: Messages
+
+    var isCurrentThread: Bool {
+        threadID.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
+    /// Hands a message to the loop from any thread. On the loop's own thread it is queued
+    /// locally and handled before the loop next waits (never re-entrantly).
+    func post(_ message: LoopMessage) {
+        if isCurrentThread {
+            localMessages.append(message)
+            return
+        }
+        let dropped: LoopMessage? = inbox.withLock { inbox in
+            guard !inbox.closed else { return message }
+            inbox.messages.append(message)
+            if !inbox.wakePending {
+                inbox.wakePending = true
+                // Written under the lock so the descriptor cannot be closed meanwhile.
+                var one: UInt64 = 1
+                _ = Glibc.write(wakeFD, &one, 8)
+            }
+            return nil
+        }
+        if case .adopt(let fd, _)? = dropped {
+            // The loop is gone; nobody else will close this connection.
+            Glibc.close(fd)
+            shared.openConnections.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    private func drainInbox() {
+        var counter: UInt64 = 0
+        _ = Glibc.read(wakeFD, &counter, 8)
+        inbox.withLock { inbox in
+            swap(&inbox.messages, &spareMessages)
+            inbox.wakePending = false
+        }
+        for message in spareMessages { handle(message) }
+        spareMessages.removeAll(keepingCapacity: spareMessages.capacity <= 1024)
+    }
+
+    private func handle(_ message: LoopMessage) {
+        switch message {
+        case .adopt(let fd, let peer):
+            adopt(fd: fd, peer: peer)
+        case .respond(let connection, let sequence, let response):
+            deliver(response, to: connection, sequence: sequence)
+        case .startStream(let connection, let sequence, let stream, let headers):
+            deliver(stream, headers: headers, to: connection, sequence: sequence)
+        case .streamActivity(let connection):
+            if !connection.isClosed, connection.stream != nil { flushStream(connection) }
+        case .beginShutdown:
+            beginShutdown()
+        case .stop:
+            stop()
+        }
+    }
+
+    func markDirty(_ connection: Connection) {
+        guard !connection.isDirty else { return }
+        connection.isDirty = true
+        dirty.append(connection)
+    }
+
+    /// Handles local messages and writes dirty connections until nothing is left to do.
+    private func settle() {
+        while !localMessages.isEmpty || !dirty.isEmpty {
+            while !localMessages.isEmpty {
+                swap(&localMessages, &spareMessages)
+                for message in spareMessages { handle(message) }
+                spareMessages.removeAll(keepingCapacity: true)
+            }
+            swap(&dirty, &spareDirty)
+            for connection in spareDirty {
+                connection.isDirty = false
+                flush(connection)
+            }
+            spareDirty.removeAll(keepingCapacity: true)
+        }
+    }
+
+    // MARK: Running
+
+    func run() {
+        threadID.store(UInt(pthread_self()), ordering: .releasing)
+        while running {
+            let wait = max(0, min(nextSweep - now, 1_000_000_000))
+            let count = epoll.wait(timeoutMilliseconds: Int32(wait / 1_000_000) + 1)
+            now = MonotonicClock.now()
+            for index in 0..<count {
+                let (events, token) = epoll.event(at: index)
+                switch token {
+                case Self.wakeToken: drainInbox()
+                case Self.listenToken: acceptConnections()
+                default: handleEvents(events, token: token)
+                }
+            }
+            settle()
+            if now >= nextSweep {
+                sweep()
+                settle()
+                nextSweep = now + settings.sweepInterval
+            }
+        }
+        tearDown()
+    }
+
+    private func handleEvents(_ events: UInt32, token: UInt64) {
+        let fd = Int(UInt32(truncatingIfNeeded: token))
+        guard fd < connections.count, let connection = connections[fd], connection.token == token else { return }
+        if events & (EpollFlag.error | EpollFlag.hangUp) != 0 && connection.interest & EpollFlag.readable == 0 {
+            close(connection, reason: .clientClosed)
+            return
+        }
+        if events & (EpollFlag.readable | EpollFlag.readHangUp | EpollFlag.error | EpollFlag.hangUp) != 0 {
+            readable(connection)
+        }
+        if events & EpollFlag.writable != 0 && !connection.isClosed {
+            connection.lastWriteProgress = now
+            flush(connection)
+        }
+    }
+
+    /// Registers a connection this loop now owns.
+    func register(fd: Int32, peer: PeerAddress) -> Connection {
+        nextGeneration &+= 1
+        if nextGeneration == 0 { nextGeneration = 1 }
+        let token = UInt64(nextGeneration) << 32 | UInt64(UInt32(bitPattern: fd))
+        let connection = Connection(fd: fd, token: token, peer: peer, now: now)
+        let index = Int(fd)
+        if index >= connections.count {
+            connections.append(contentsOf: repeatElement(nil, count: max(index + 1, connections.count * 2) - connections.count))
+        }
+        connections[index] = connection
+        connection.interest = EpollFlag.readable | EpollFlag.readHangUp
+        epoll.control(EpollFlag.add, fd, events: connection.interest, token: token)
+        return connection
+    }
+
+    /// Closes every connection, stops accepting and ends `run`.
+    private func stop() {
+        running = false
+        stopListening()
+        for index in connections.indices {
+            if let connection = connections[index] { close(connection, reason: .shutdown) }
+        }
+    }
+
+    private func tearDown() {
+        let leftover = inbox.withLock { inbox -> [LoopMessage] in
+            inbox.closed = true
+            Glibc.close(wakeFD)
+            defer { inbox.messages = [] }
+            return inbox.messages
+        }
+        for message in leftover + localMessages {
+            switch message {
+            case .adopt(let fd, _):
+                Glibc.close(fd)
+                shared.openConnections.subtract(1, ordering: .relaxed)
+            case .startStream(_, _, let stream, _):
+                stream.finish(.shutdown)
+            default:
+                break
+            }
+        }
+        localMessages = []
+        connections = []
+        dirty = []
+        peers = []
+        epoll.close()
+        readBuffer.deallocate()
+        iovecs.deallocate()
+    }
+
+    func stopListening() {
+        guard listening else { return }
+        listening = false
+        epoll.control(EpollFlag.delete, shared.listenFD, events: 0, token: Self.listenToken)
+    }
+}

@@ -1,0 +1,140 @@
+import Synchronization
+
+/// A response that stays open and carries raw bytes (server-sent events) until it is
+/// closed. Sending is thread-safe and never blocks: bytes queue here, shared rather than
+/// copied, and the connection's loop writes them when the socket accepts more.
+public final class EventStream: Sendable {
+    private struct State {
+        var queue = ByteQueue()
+        /// A close asked for by the application (`.closedByServer`) or by a full buffer (`.tooSlow`).
+        var requestedClose: EventStreamCloseReason?
+        /// Set once the stream has ended; the reason reported to `onClose`.
+        var endReason: EventStreamCloseReason?
+        var onClose: (@Sendable (EventStreamCloseReason) -> Void)?
+        /// The loop has been told about queued bytes and has not yet found the queue empty.
+        var loopNotified = false
+    }
+
+    private let state: Mutex<State>
+    private let loop: EventLoop?
+    private let connection: Connection?
+    private let bufferLimit: Int
+
+    init(loop: EventLoop, connection: Connection, bufferLimit: Int) {
+        self.state = Mutex(State())
+        self.loop = loop
+        self.connection = connection
+        self.bufferLimit = bufferLimit
+    }
+
+    /// A stream that never opened.
+    init(endedWith reason: EventStreamCloseReason) {
+        var state = State()
+        state.endReason = reason
+        self.state = Mutex(state)
+        self.loop = nil
+        self.connection = nil
+        self.bufferLimit = 0
+    }
+
+    /// Queues bytes for the client; false if the stream is closed (or just closed because
+    /// more than `streamBufferLimit` bytes would be waiting: reason `.tooSlow`).
+    @discardableResult
+    public func send(_ bytes: [UInt8]) -> Bool {
+        enum Action { case closed, queued, notify, overflow }
+        let action = state.withLock { state -> Action in
+            guard state.endReason == nil, state.requestedClose == nil else { return .closed }
+            guard !bytes.isEmpty else { return .queued }
+            guard bytes.count <= bufferLimit - state.queue.count else {
+                state.requestedClose = .tooSlow
+                state.queue.removeAll()
+                return .overflow
+            }
+            state.queue.append(bytes)
+            if state.loopNotified { return .queued }
+            state.loopNotified = true
+            return .notify
+        }
+        switch action {
+        case .closed:
+            return false
+        case .queued:
+            return true
+        case .notify:
+            notifyLoop()
+            return true
+        case .overflow:
+            notifyLoop()
+            return false
+        }
+    }
+
+    /// Flushes what is queued (within `streamCloseTimeout`), then closes the connection.
+    public func close() {
+        let requested = state.withLock { state -> Bool in
+            guard state.endReason == nil, state.requestedClose == nil else { return false }
+            state.requestedClose = .closedByServer
+            return true
+        }
+        if requested { notifyLoop() }
+    }
+
+    /// Called exactly once, on any thread (usually the loop's), when the stream ends for any
+    /// reason; at once if it already has. Setting it again replaces a handler not yet called.
+    public func onClose(_ handler: @escaping @Sendable (EventStreamCloseReason) -> Void) {
+        let ended = state.withLock { state -> EventStreamCloseReason? in
+            if let reason = state.endReason { return reason }
+            state.onClose = handler
+            return nil
+        }
+        if let ended { handler(ended) }
+    }
+
+    public var isOpen: Bool {
+        state.withLock { $0.endReason == nil && $0.requestedClose == nil }
+    }
+
+    /// Bytes queued and not yet written to the socket.
+    public var queuedByteCount: Int {
+        state.withLock { $0.queue.count }
+    }
+
+    private func notifyLoop() {
+        guard let loop, let connection else { return }
+        loop.post(.streamActivity(connection))
+    }
+
+    // MARK: Loop side
+
+    /// Copies up to `limit` queued chunk references into `chunks`; returns the offset into
+    /// the first and any requested close. An empty result re-arms notification.
+    func takeChunks(into chunks: inout [[UInt8]], limit: Int) -> (offset: Int, requestedClose: EventStreamCloseReason?) {
+        state.withLock { state in
+            let offset = state.queue.peek(into: &chunks, limit: limit)
+            if chunks.isEmpty { state.loopNotified = false }
+            return (offset, state.requestedClose)
+        }
+    }
+
+    func consume(_ sent: Int) {
+        state.withLock { $0.queue.consume(sent) }
+    }
+
+    var requestedClose: EventStreamCloseReason? {
+        state.withLock { $0.requestedClose }
+    }
+
+    /// Ends the stream and calls the close handler once. A close the application or a full
+    /// buffer asked for keeps its reason over `reason`.
+    func finish(_ reason: EventStreamCloseReason) {
+        let callback = state.withLock { state -> (@Sendable (EventStreamCloseReason) -> Void, EventStreamCloseReason)? in
+            guard state.endReason == nil else { return nil }
+            let final = state.requestedClose ?? reason
+            state.endReason = final
+            state.queue.removeAll()
+            defer { state.onClose = nil }
+            return state.onClose.map { ($0, final) }
+        }
+        if let (handler, final) = callback { handler(final) }
+    }
+}

@@ -1,0 +1,59 @@
+/// A complete request as received; the body is fully read before the handler sees it.
+public struct HTTPRequest: Sendable {
+    /// As sent, e.g. "GET" or "HEAD" (methods are case-sensitive).
+    public var method: String
+    /// The raw request-target, e.g. "/sessions/ab?token=x".
+    public var target: String
+    /// The percent-decoded path without the query.
+    public var path: String
+    /// Percent-decoded query parameters in order, with '+' read as a space.
+    public var query: [(name: String, value: String)]
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+    /// "HTTP/1.1" or "HTTP/1.0".
+    public var version: String
+
+    /// Builds a request as the server would, e.g. for testing handlers without a socket.
+    /// A target whose path cannot be decoded keeps it undecoded.
+    public init(
+        method: String,
+        target: String,
+        version: String = "HTTP/1.1",
+        headers: HTTPHeaders = [:],
+        body: [UInt8] = []
+    ) {
+        let parts = Array(target.utf8).withUnsafeBytes { RequestTarget.decode($0) }
+        self.init(
+            method: method,
+            target: target,
+            path: parts?.path ?? String(target.prefix { $0 != "?" }),
+            query: parts?.query ?? [],
+            headers: headers,
+            body: body,
+            version: version
+        )
+    }
+
+    init(
+        method: String,
+        target: String,
+        path: String,
+        query: [(name: String, value: String)],
+        headers: HTTPHeaders,
+        body: [UInt8],
+        version: String
+    ) {
+        self.method = method
+        self.target = target
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.version = version
+    }
+
+    /// The first value of a query parameter.
+    public func queryValue(_ name: String) -> String? {
+        query.first { $0.name == name }?.value
+    }
+}

@@ -1,0 +1,39 @@
+import Synchronization
+
+/// Answers one request, from any thread. The first answer wins; later ones are ignored, as
+/// are answers for connections that are gone.
+public final class HTTPResponder: Sendable {
+    private let loop: EventLoop
+    private let connection: Connection
+    private let sequence: UInt64
+    private let answered = Atomic<Bool>(false)
+
+    init(loop: EventLoop, connection: Connection, sequence: UInt64) {
+        self.loop = loop
+        self.connection = connection
+        self.sequence = sequence
+    }
+
+    public func respond(_ response: HTTPResponse) {
+        guard claim() else { return }
+        loop.post(.respond(connection, sequence: sequence, response))
+    }
+
+    /// Answers 200 with these headers (the caller sets `Content-Type: text/event-stream`),
+    /// then keeps the connection open as a stream of raw bytes until either side closes it.
+    /// Requests pipelined after this one are not served. If the request was already
+    /// answered, the returned stream is closed.
+    public func startEventStream(headers: HTTPHeaders) -> EventStream {
+        guard claim() else { return EventStream(endedWith: .closedByServer) }
+        let stream = EventStream(loop: loop, connection: connection, bufferLimit: loop.settings.streamBufferLimit)
+        loop.post(.startStream(connection, sequence: sequence, stream, headers))
+        return stream
+    }
+
+    /// The client's address, e.g. "127.0.0.1:5555", for logs.
+    public var remoteAddress: String { connection.peer.description }
+
+    private func claim() -> Bool {
+        answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+    }
+}

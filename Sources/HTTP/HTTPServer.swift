@@ -1,0 +1,96 @@
+import Glibc
+import Synchronization
+
+/// A non-blocking HTTP/1.1 server with server-sent-event streams. A fixed set of event-loop
+/// threads (one epoll instance each) serve every connection; the handler is called on them.
+public final class HTTPServer: Sendable {
+    private enum Phase {
+        case idle
+        case running(shared: ServerShared, loops: [EventLoop], threads: [LoopThread])
+        case stopped
+    }
+
+    public let configuration: Configuration
+    private let handler: any HTTPHandler
+    private let phase = Mutex(Phase.idle)
+    private let boundPort = Atomic<Int>(0)
+    private let shuttingDown = Atomic<Bool>(false)
+    private let counters = Mutex<ServerShared?>(nil)
+
+    public init(configuration: Configuration, handler: any HTTPHandler) {
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    /// Binds and listens (SO_REUSEADDR), then starts the loops. Throws a descriptive error
+    /// if the address is in use or the server was already started.
+    public func start() throws {
+        try phase.withLock { phase throws(HTTPServerError) in
+            guard case .idle = phase else { throw HTTPServerError("the server was already started") }
+            let calls = try LinuxSystemCalls.resolve()
+            let (fd, port) = try ListeningSocket.open(
+                host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
+            let shared = ServerShared(listenFD: fd, settings: LoopSettings(configuration), handler: handler)
+            var loops: [EventLoop] = []
+            var threads: [LoopThread] = []
+            do throws(HTTPServerError) {
+                for _ in 0..<max(1, configuration.loopCount) {
+                    loops.append(try EventLoop(calls: calls, shared: shared))
+                }
+                for loop in loops { loop.peers = loops }
+                for loop in loops {
+                    threads.append(try LoopThread.start { loop.run() })
+                }
+            } catch {
+                for loop in loops.prefix(threads.count) { loop.post(.stop) }
+                for thread in threads { thread.join() }
+                Glibc.close(fd)
+                throw error
+            }
+            boundPort.store(port, ordering: .releasing)
+            counters.withLock { $0 = shared }
+            phase = .running(shared: shared, loops: loops, threads: threads)
+        }
+    }
+
+    /// The port actually bound (after `start()`).
+    public var port: Int { boundPort.load(ordering: .acquiring) }
+
+    /// Connections currently open, event streams included.
+    public var openConnectionCount: Int {
+        counters.withLock { $0?.openConnections.load(ordering: .relaxed) ?? 0 }
+    }
+
+    /// Stops accepting (new connections are refused), closes idle keep-alive connections and
+    /// lets in-flight requests finish; their connections close after the response. Event
+    /// streams are left open for the application to end.
+    public func beginShutdown() {
+        guard !shuttingDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        phase.withLock { phase in
+            guard case .running(let shared, let loops, _) = phase else { return }
+            shared.stopping.store(true, ordering: .relaxed)
+            // The descriptor stays open (and its number taken) until the loops have stopped;
+            // shutting it down refuses new connections now and fails pending accepts.
+            Glibc.shutdown(shared.listenFD, Int32(SHUT_RD))
+            for loop in loops { loop.post(.beginShutdown) }
+        }
+    }
+
+    /// Blocks until every connection has closed or the deadline passes, then closes what is
+    /// left (open event streams end with `.shutdown`) and stops the loops.
+    public func finishShutdown(deadline: ContinuousClock.Instant) {
+        beginShutdown()
+        while openConnectionCount > 0 && ContinuousClock.now < deadline {
+            usleep(2_000)
+        }
+        let running = phase.withLock { phase -> (ServerShared, [EventLoop], [LoopThread])? in
+            guard case .running(let shared, let loops, let threads) = phase else { return nil }
+            phase = .stopped
+            return (shared, loops, threads)
+        }
+        guard let (shared, loops, threads) = running else { return }
+        for loop in loops { loop.post(.stop) }
+        for thread in threads { thread.join() }
+        Glibc.close(shared.listenFD)
+    }
+}

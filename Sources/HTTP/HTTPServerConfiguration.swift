@@ -1,0 +1,106 @@
+import Glibc
+
+extension HTTPServer {
+    /// Where to listen and the limits that protect the server from clients.
+    public struct Configuration: Sendable {
+        /// A numeric IPv4 or IPv6 address, or "localhost".
+        public var host: String
+        /// 0 picks an ephemeral port; read it from `HTTPServer.port` after `start()`.
+        public var port: Int
+        /// Event-loop threads; defaults to the number of online cores.
+        public var loopCount: Int
+        /// Connections beyond this get an immediate 503 and are closed.
+        public var maxConnections: Int?
+        public var maxRequestLineBytes: Int
+        public var maxHeaderBytes: Int
+        public var maxBodyBytes: Int
+        /// The whole head must arrive within this (slow-loris guard): else 408 and close.
+        public var headerTimeout: Duration
+        /// The whole body must arrive within this after the head: else 408 and close.
+        public var bodyTimeout: Duration
+        /// Keep-alive connections idle this long are closed (event streams are exempt). Also
+        /// bounds how long a client may leave a response unread.
+        public var idleTimeout: Duration
+        /// An event stream with more unsent bytes than this is closed as `.tooSlow`.
+        public var streamBufferLimit: Int
+        public var listenBacklog: Int
+        /// How long `EventStream.close()` may spend flushing queued bytes.
+        public var streamCloseTimeout: Duration
+        /// How long a closing connection keeps draining client bytes after the last response,
+        /// so that unread input does not turn the close into a reset that loses the response.
+        public var lingerTimeout: Duration
+
+        public init(
+            host: String = "127.0.0.1",
+            port: Int = 8080,
+            loopCount: Int = Configuration.onlineCores,
+            maxConnections: Int? = nil,
+            maxRequestLineBytes: Int = 8 * 1024,
+            maxHeaderBytes: Int = 16 * 1024,
+            maxBodyBytes: Int = 1 << 20,
+            headerTimeout: Duration = .seconds(10),
+            bodyTimeout: Duration = .seconds(30),
+            idleTimeout: Duration = .seconds(60),
+            streamBufferLimit: Int = 1 << 20,
+            listenBacklog: Int = 4096,
+            streamCloseTimeout: Duration = .seconds(2),
+            lingerTimeout: Duration = .seconds(2)
+        ) {
+            self.host = host
+            self.port = port
+            self.loopCount = loopCount
+            self.maxConnections = maxConnections
+            self.maxRequestLineBytes = maxRequestLineBytes
+            self.maxHeaderBytes = maxHeaderBytes
+            self.maxBodyBytes = maxBodyBytes
+            self.headerTimeout = headerTimeout
+            self.bodyTimeout = bodyTimeout
+            self.idleTimeout = idleTimeout
+            self.streamBufferLimit = streamBufferLimit
+            self.listenBacklog = listenBacklog
+            self.streamCloseTimeout = streamCloseTimeout
+            self.lingerTimeout = lingerTimeout
+        }
+
+        /// The number of online cores (at least 1).
+        public static var onlineCores: Int {
+            max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        }
+    }
+}
+
+/// The configuration in the units the loops work in.
+struct LoopSettings: Sendable {
+    let maxRequestLineBytes: Int
+    let maxHeaderBytes: Int
+    let maxBodyBytes: Int
+    let headerTimeout: Int64
+    let bodyTimeout: Int64
+    let idleTimeout: Int64
+    let streamCloseTimeout: Int64
+    let lingerTimeout: Int64
+    let streamBufferLimit: Int
+    let maxConnections: Int?
+    /// How often timeouts are checked: a quarter of the shortest, between 5 ms and 250 ms.
+    let sweepInterval: Int64
+
+    /// Requests a connection may have in flight before its input is left unread.
+    let maxPipelinedRequests = 32
+    /// Unsent response bytes beyond which a connection's input is left unread.
+    let outputHighWater = 256 * 1024
+
+    init(_ configuration: HTTPServer.Configuration) {
+        maxRequestLineBytes = max(16, configuration.maxRequestLineBytes)
+        maxHeaderBytes = max(0, configuration.maxHeaderBytes)
+        maxBodyBytes = max(0, configuration.maxBodyBytes)
+        headerTimeout = MonotonicClock.nanoseconds(configuration.headerTimeout)
+        bodyTimeout = MonotonicClock.nanoseconds(configuration.bodyTimeout)
+        idleTimeout = MonotonicClock.nanoseconds(configuration.idleTimeout)
+        streamCloseTimeout = MonotonicClock.nanoseconds(configuration.streamCloseTimeout)
+        lingerTimeout = MonotonicClock.nanoseconds(configuration.lingerTimeout)
+        streamBufferLimit = max(1, configuration.streamBufferLimit)
+        maxConnections = configuration.maxConnections
+        let shortest = [headerTimeout, bodyTimeout, idleTimeout, streamCloseTimeout, lingerTimeout].min() ?? 0
+        sweepInterval = min(250_000_000, max(5_000_000, shortest / 4))
+    }
+}

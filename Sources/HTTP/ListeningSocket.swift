@@ -1,0 +1,63 @@
+import Glibc
+
+/// Creates the one non-blocking listening socket that every loop accepts from.
+enum ListeningSocket {
+    /// Binds and listens; returns the descriptor and the port actually bound.
+    static func open(host: String, port: Int, backlog: Int) throws(HTTPServerError) -> (fd: Int32, port: Int) {
+        guard (0...65535).contains(port) else { throw HTTPServerError("invalid port \(port)") }
+        let numericHost = host == "localhost" ? "127.0.0.1" : host
+        var storage = sockaddr_storage()
+        let length: socklen_t
+        var ipv4 = in_addr()
+        var ipv6 = in6_addr()
+        if inet_pton(AF_INET, numericHost, &ipv4) == 1 {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(port).bigEndian
+            address.sin_addr = ipv4
+            withUnsafeBytes(of: &address) { source in
+                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
+            }
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        } else if inet_pton(AF_INET6, numericHost, &ipv6) == 1 {
+            var address = sockaddr_in6()
+            address.sin6_family = sa_family_t(AF_INET6)
+            address.sin6_port = UInt16(port).bigEndian
+            address.sin6_addr = ipv6
+            withUnsafeBytes(of: &address) { source in
+                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
+            }
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        } else {
+            throw HTTPServerError("cannot listen on \"\(host)\": not a numeric IPv4 or IPv6 address")
+        }
+
+        let fd = socket(Int32(storage.ss_family), Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw HTTPServerError.system("socket", errno) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        guard bound == 0 else {
+            let code = errno
+            close(fd)
+            throw HTTPServerError("cannot bind \(host):\(port): \(SystemError.message(code))", code: code)
+        }
+        guard listen(fd, Int32(clamping: backlog)) == 0 else {
+            let code = errno
+            close(fd)
+            throw HTTPServerError("cannot listen on \(host):\(port): \(SystemError.message(code))", code: code)
+        }
+        var actual = sockaddr_storage()
+        var actualLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &actualLength) }
+        }
+        let actualPort = withUnsafeBytes(of: &actual) { raw in
+            // sin_port and sin6_port share the same offset.
+            UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: 2, as: UInt16.self))
+        }
+        return (fd, Int(actualPort))
+    }
+}

@@ -1,0 +1,180 @@
+/// Parses a complete request head (request line, header fields, final empty line) straight
+/// from bytes. Strict by design: single spaces in the request line, token methods and field
+/// names, no obsolete line folding, no control bytes, valid UTF-8 in values.
+enum RequestHeadParser {
+    static func parse(
+        _ head: UnsafeRawBufferPointer, requestLineLength: Int, maxBodyBytes: Int
+    ) -> Result<RequestHead, ProtocolError> {
+        let line = UnsafeRawBufferPointer(rebasing: head[0..<(requestLineLength - 2)])
+        guard let firstSpace = line.firstIndex(of: ASCII.space), firstSpace > 0 else {
+            return .failure(.badRequest("Malformed request line."))
+        }
+        let methodBytes = UnsafeRawBufferPointer(rebasing: line[0..<firstSpace])
+        guard methodBytes.allSatisfy(ASCII.isTokenCharacter) else {
+            return .failure(.badRequest("The method is not a token."))
+        }
+        let rest = UnsafeRawBufferPointer(rebasing: line[(firstSpace + 1)...])
+        guard let secondSpace = rest.firstIndex(of: ASCII.space), secondSpace > 0 else {
+            return .failure(.badRequest("Malformed request line."))
+        }
+        let targetBytes = UnsafeRawBufferPointer(rebasing: rest[0..<secondSpace])
+        guard targetBytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            return .failure(.badRequest("The request target holds invalid characters."))
+        }
+        let versionBytes = UnsafeRawBufferPointer(rebasing: rest[(secondSpace + 1)...])
+        let isHTTP11: Bool
+        switch parseVersion(versionBytes) {
+        case .success(let value): isHTTP11 = value
+        case .failure(let error): return .failure(error)
+        }
+        guard let decodedTarget = RequestTarget.decode(targetBytes) else {
+            return .failure(.badRequest("The request target cannot be decoded."))
+        }
+        var result = RequestHead(
+            request: HTTPRequest(
+                method: String(decoding: methodBytes, as: UTF8.self),
+                target: String(decoding: targetBytes, as: UTF8.self),
+                path: decodedTarget.path,
+                query: decodedTarget.query,
+                headers: HTTPHeaders(),
+                body: [],
+                version: isHTTP11 ? "HTTP/1.1" : "HTTP/1.0"
+            ),
+            isHTTP11: isHTTP11,
+            framing: .none,
+            connectionClose: false,
+            connectionKeepAlive: false,
+            expectsContinue: false
+        )
+        let fields = UnsafeRawBufferPointer(rebasing: head[requestLineLength..<(head.count - 2)])
+        if let error = parseFields(fields, into: &result, maxBodyBytes: maxBodyBytes) {
+            return .failure(error)
+        }
+        return .success(result)
+    }
+
+    /// "HTTP/1.1" → true, "HTTP/1.0" → false; a later 1.x is answered as 1.1.
+    private static func parseVersion(_ bytes: UnsafeRawBufferPointer) -> Result<Bool, ProtocolError> {
+        guard bytes.count == 8,
+              bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == ASCII.slash,
+              bytes[6] == 0x2E,
+              (0x30...0x39).contains(bytes[5]), (0x30...0x39).contains(bytes[7]) else {
+            return .failure(.badRequest("Malformed HTTP version."))
+        }
+        guard bytes[5] == 0x31 else { return .failure(.versionNotSupported) }
+        return .success(bytes[7] != 0x30)
+    }
+
+    private static func parseFields(
+        _ fields: UnsafeRawBufferPointer, into head: inout RequestHead, maxBodyBytes: Int
+    ) -> ProtocolError? {
+        var contentLength: Int?
+        var codings: [String] = []
+        var sawTransferEncoding = false
+        var start = 0
+        while start < fields.count {
+            var end = start
+            while fields[end] != ASCII.cr { end += 1 }  // the scanner guarantees CRLF endings
+            let line = UnsafeRawBufferPointer(rebasing: fields[start..<end])
+            start = end + 2
+            guard let first = line.first, !ASCII.isWhitespace(first) else {
+                return .badRequest("Obsolete line folding is not accepted.")
+            }
+            guard let colon = line.firstIndex(of: ASCII.colon), colon > 0 else {
+                return .badRequest("Malformed header field.")
+            }
+            let name = UnsafeRawBufferPointer(rebasing: line[0..<colon])
+            guard name.allSatisfy(ASCII.isTokenCharacter) else {
+                return .badRequest("Malformed header field name.")
+            }
+            let value = ASCII.trimmed(UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]))
+            guard let valueText = fieldValue(value) else {
+                return .badRequest("A header field value holds invalid bytes.")
+            }
+            head.request.headers.add(String(decoding: name, as: UTF8.self), valueText)
+
+            switch name.count {
+            case 14 where ASCII.equalsIgnoringCase(name, "content-length"):
+                guard let length = parseContentLength(value), contentLength == nil || contentLength == length else {
+                    return .badRequest("Invalid Content-Length.")
+                }
+                contentLength = length
+            case 17 where ASCII.equalsIgnoringCase(name, "transfer-encoding"):
+                sawTransferEncoding = true
+                forEachListElement(value) { codings.append(String(decoding: $0, as: UTF8.self).lowercased()) }
+            case 10 where ASCII.equalsIgnoringCase(name, "connection"):
+                forEachListElement(value) { option in
+                    if ASCII.equalsIgnoringCase(option, "close") { head.connectionClose = true }
+                    if ASCII.equalsIgnoringCase(option, "keep-alive") { head.connectionKeepAlive = true }
+                }
+            case 6 where ASCII.equalsIgnoringCase(name, "expect"):
+                if ASCII.equalsIgnoringCase(value, "100-continue") { head.expectsContinue = true }
+            default:
+                break
+            }
+        }
+        if sawTransferEncoding {
+            guard contentLength == nil else {
+                return .badRequest("Content-Length and Transfer-Encoding together are not accepted.")
+            }
+            guard head.isHTTP11 else { return .badRequest("Transfer-Encoding requires HTTP/1.1.") }
+            guard codings != ["chunked"] else {
+                head.framing = .chunked
+                return nil
+            }
+            if codings.isEmpty || codings.dropLast().contains("chunked") {
+                return .badRequest("Invalid Transfer-Encoding.")
+            }
+            return .notImplemented("Only the chunked transfer coding is supported.")
+        } else if let contentLength {
+            if contentLength > maxBodyBytes { return .payloadTooLarge }
+            head.framing = contentLength > 0 ? .length(contentLength) : .none
+        }
+        return nil
+    }
+
+    /// The value as text: visible ASCII, spaces, tabs and valid UTF-8 only.
+    private static func fieldValue(_ bytes: UnsafeRawBufferPointer) -> String? {
+        var isASCII = true
+        for byte in bytes {
+            if byte < 0x20 && byte != ASCII.tab || byte == 0x7F { return nil }
+            if byte >= 0x80 { isASCII = false }
+        }
+        return isASCII ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
+    }
+
+    /// A Content-Length value, possibly a list of identical values ("5, 5"); nil if invalid.
+    private static func parseContentLength(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        var result: Int?
+        var valid = !bytes.isEmpty
+        forEachListElement(bytes) { element in
+            guard valid, !element.isEmpty, element.count <= 18 else {
+                valid = false
+                return
+            }
+            var value = 0
+            for digit in element {
+                guard digit >= 0x30 && digit <= 0x39 else {
+                    valid = false
+                    return
+                }
+                value = value * 10 + Int(digit - 0x30)
+            }
+            if let result, result != value { valid = false }
+            result = value
+        }
+        return valid ? result : nil
+    }
+
+    /// Calls `body` with each trimmed, non-empty element of a comma-separated list.
+    private static func forEachListElement(_ bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) {
+        var start = 0
+        while start <= bytes.count {
+            var end = start
+            while end < bytes.count, bytes[end] != ASCII.comma { end += 1 }
+            let element = ASCII.trimmed(UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
+            if !element.isEmpty { body(element) }
+            start = end + 1
+        }
+    }
+}

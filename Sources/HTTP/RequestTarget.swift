@@ -1,0 +1,103 @@
+/// Splits a request-target into its percent-decoded path and query.
+enum RequestTarget {
+    /// Returns nil if the target is not origin-form, absolute-form or "*", or if its path or
+    /// query holds a broken percent-escape or decodes to invalid UTF-8.
+    static func decode(_ target: UnsafeRawBufferPointer) -> (path: String, query: [(name: String, value: String)])? {
+        guard let first = target.first else { return nil }
+        var pathStart = 0
+        if first == ASCII.asterisk {
+            return target.count == 1 ? ("*", []) : nil
+        }
+        if first != ASCII.slash {
+            guard let start = absoluteFormPathStart(target) else { return nil }
+            pathStart = start
+        }
+        var queryStart = target.count
+        for index in pathStart..<target.count where target[index] == ASCII.question {
+            queryStart = index
+            break
+        }
+        let pathBytes = UnsafeRawBufferPointer(rebasing: target[pathStart..<queryStart])
+        guard let path = pathBytes.isEmpty ? "/" : decodeComponent(pathBytes, plusIsSpace: false) else {
+            return nil
+        }
+        guard queryStart < target.count else { return (path, []) }
+        guard let query = decodeQuery(UnsafeRawBufferPointer(rebasing: target[(queryStart + 1)...])) else {
+            return nil
+        }
+        return (path, query)
+    }
+
+    /// For "http://host:port/path", the index of "/path" (or the end if there is no path).
+    private static func absoluteFormPathStart(_ target: UnsafeRawBufferPointer) -> Int? {
+        var index = 0
+        while index < target.count, target[index] != ASCII.colon {
+            let byte = ASCII.lowercased(target[index])
+            guard (byte >= 0x61 && byte <= 0x7A) || (index > 0 && (byte == ASCII.plus || byte == 0x2D || byte == 0x2E || (byte >= 0x30 && byte <= 0x39))) else {
+                return nil
+            }
+            index += 1
+        }
+        guard index > 0, index + 2 < target.count, target[index + 1] == ASCII.slash, target[index + 2] == ASCII.slash else {
+            return nil
+        }
+        index += 3
+        while index < target.count, target[index] != ASCII.slash, target[index] != ASCII.question {
+            index += 1
+        }
+        return index
+    }
+
+    private static func decodeQuery(_ bytes: UnsafeRawBufferPointer) -> [(name: String, value: String)]? {
+        var result: [(name: String, value: String)] = []
+        var start = 0
+        while start <= bytes.count {
+            var end = start
+            while end < bytes.count, bytes[end] != ASCII.ampersand { end += 1 }
+            if end > start {
+                var equals = end
+                for index in start..<end where bytes[index] == ASCII.equals {
+                    equals = index
+                    break
+                }
+                let nameBytes = UnsafeRawBufferPointer(rebasing: bytes[start..<equals])
+                let valueBytes = UnsafeRawBufferPointer(rebasing: bytes[min(equals + 1, end)..<end])
+                guard let name = decodeComponent(nameBytes, plusIsSpace: true),
+                      let value = decodeComponent(valueBytes, plusIsSpace: true) else { return nil }
+                result.append((name: name, value: value))
+            }
+            start = end + 1
+        }
+        return result
+    }
+
+    /// Percent-decodes one component; nil on a broken escape or invalid UTF-8.
+    static func decodeComponent(_ bytes: UnsafeRawBufferPointer, plusIsSpace: Bool) -> String? {
+        var needsDecoding = false
+        var isASCII = true
+        for byte in bytes {
+            if byte == ASCII.percent || (plusIsSpace && byte == ASCII.plus) { needsDecoding = true }
+            if byte >= 0x80 { isASCII = false }
+        }
+        if !needsDecoding {
+            return isASCII ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
+        }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == ASCII.percent {
+                guard index + 2 < bytes.count,
+                      let high = ASCII.hexValue(bytes[index + 1]),
+                      let low = ASCII.hexValue(bytes[index + 2]) else { return nil }
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(plusIsSpace && byte == ASCII.plus ? ASCII.space : byte)
+                index += 1
+            }
+        }
+        return String(validating: decoded, as: UTF8.self)
+    }
+}

@@ -1,0 +1,19 @@
+import Synchronization
+
+/// What the loops of one server share: the listening socket and the counters.
+final class ServerShared: Sendable {
+    let listenFD: Int32
+    let settings: LoopSettings
+    let handler: any HTTPHandler
+    let openConnections = Atomic<Int>(0)
+    /// Round-robin position for handing accepted connections to loops.
+    let nextLoop = Atomic<Int>(0)
+    /// Set by beginShutdown: accepted connections are closed at once.
+    let stopping = Atomic<Bool>(false)
+
+    init(listenFD: Int32, settings: LoopSettings, handler: any HTTPHandler) {
+        self.listenFD = listenFD
+        self.settings = settings
+        self.handler = handler
+    }
+}

@@ -1,0 +1,192 @@
+@testable import HTTP
+import Testing
+
+@Suite struct ParserTests {
+    private func parse(_ text: String, maxBody: Int = 1 << 20) -> Result<RequestHead, ProtocolError> {
+        let bytes = Array(text.utf8)
+        return bytes.withUnsafeBytes { raw in
+            var scanner = HeadScanner()
+            guard case .complete(let length, let lineLength) = scanner.scan(raw, maxRequestLine: 8192, maxHeaderBytes: 16384) else {
+                return .failure(.badRequest("incomplete"))
+            }
+            return RequestHeadParser.parse(
+                UnsafeRawBufferPointer(rebasing: raw[0..<length]), requestLineLength: lineLength, maxBodyBytes: maxBody)
+        }
+    }
+
+    @Test func parsesRequestLineTargetAndHeaders() throws {
+        let head = try parse("GET /a%20b/c?x=1&y=hello+world&z=%C3%A9&flag HTTP/1.1\r\nHost: h\r\nX-A:  v1 \r\nx-a: v2\r\n\r\n").get()
+        #expect(head.request.method == "GET")
+        #expect(head.request.target == "/a%20b/c?x=1&y=hello+world&z=%C3%A9&flag")
+        #expect(head.request.path == "/a b/c")
+        #expect(head.request.queryValue("y") == "hello world")
+        #expect(head.request.queryValue("z") == "é")
+        #expect(head.request.queryValue("flag") == "")
+        #expect(head.request.query.count == 4)
+        #expect(head.request.headers["x-a"] == "v1")
+        #expect(head.request.headers.values("X-A") == ["v1", "v2"])
+        #expect(head.request.version == "HTTP/1.1")
+        #expect(head.keepAlive)
+        #expect(head.framing == .none)
+    }
+
+    @Test func absoluteFormAndAsterisk() throws {
+        #expect(try parse("GET http://example.com:80/p?q=1 HTTP/1.1\r\n\r\n").get().request.path == "/p")
+        #expect(try parse("GET http://example.com HTTP/1.1\r\n\r\n").get().request.path == "/")
+        #expect(try parse("OPTIONS * HTTP/1.1\r\n\r\n").get().request.path == "*")
+    }
+
+    @Test func framingAndConnectionOptions() throws {
+        #expect(try parse("POST / HTTP/1.1\r\nContent-Length: 12\r\n\r\n").get().framing == .length(12))
+        #expect(try parse("POST / HTTP/1.1\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\n").get().framing == .length(5))
+        #expect(try parse("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n").get().framing == .chunked)
+        #expect(try parse("GET / HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n").get().keepAlive == false)
+        #expect(try parse("GET / HTTP/1.0\r\n\r\n").get().keepAlive == false)
+        #expect(try parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").get().keepAlive)
+        #expect(try parse("PUT / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n").get().expectsContinue)
+    }
+
+    @Test(arguments: [
+        "GET  / HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1 \r\n\r\n",
+        "G(T / HTTP/1.1\r\n\r\n",
+        "GET /\u{7F} HTTP/1.1\r\n\r\n",
+        "GET noslash HTTP/1.1\r\n\r\n",
+        "GET /%zz HTTP/1.1\r\n\r\n",
+        "GET /%FF HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.x\r\n\r\n",
+        "GET / HTTP/1.1\r\nNo Colon\r\n\r\n",
+        "GET / HTTP/1.1\r\nBad Name: v\r\n\r\n",
+        "GET / HTTP/1.1\r\n: v\r\n\r\n",
+        "GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",
+        "GET / HTTP/1.1\r\nA: b\u{01}c\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: \r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ])
+    func rejectsMalformedHeads(_ text: String) {
+        guard case .failure(let error) = parse(text) else {
+            Issue.record("accepted \(text.debugDescription)")
+            return
+        }
+        #expect(error.status == 400, "\(text.debugDescription) gave \(error)")
+    }
+
+    @Test func invalidUTF8InHeaderValueIsRejected() {
+        var bytes = Array("GET / HTTP/1.1\r\nX: a".utf8)
+        bytes += [0xC3, 0x28]
+        bytes += Array("\r\n\r\n".utf8)
+        let result = bytes.withUnsafeBytes { raw -> Result<RequestHead, ProtocolError> in
+            RequestHeadParser.parse(raw, requestLineLength: 16, maxBodyBytes: 10)
+        }
+        #expect(throws: ProtocolError.self) { try result.get() }
+    }
+
+    @Test func statusChoicesForSpecialFailures() {
+        #expect(throws: ProtocolError.versionNotSupported) { try parse("GET / HTTP/2.0\r\n\r\n").get() }
+        #expect(throws: ProtocolError.payloadTooLarge) {
+            try parse("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", maxBody: 10).get()
+        }
+        #expect(throws: ProtocolError.notImplemented("Only the chunked transfer coding is supported.")) {
+            try parse("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n").get()
+        }
+    }
+
+    @Test func scannerRejectsBareLineFeedsAndEnforcesLimits() {
+        func scan(_ text: String, line: Int = 100, headers: Int = 100) -> HeadScanner.Outcome {
+            var scanner = HeadScanner()
+            return Array(text.utf8).withUnsafeBytes { scanner.scan($0, maxRequestLine: line, maxHeaderBytes: headers) }
+        }
+        guard case .failure(let bareLF) = scan("GET / HTTP/1.1\nHost: x\n\n") else { Issue.record("bare LF accepted"); return }
+        #expect(bareLF.status == 400)
+        guard case .failure(let long) = scan(String(repeating: "a", count: 120)) else { Issue.record("long line"); return }
+        #expect(long.status == 414)
+        guard case .failure(let big) = scan("GET / HTTP/1.1\r\n" + String(repeating: "A: b\r\n", count: 30)) else {
+            Issue.record("large headers accepted")
+            return
+        }
+        #expect(big.status == 431)
+        guard case .incomplete = scan("GET / HTTP/1.1\r\nHost: x\r\n\r") else { Issue.record("not incomplete"); return }
+    }
+
+    @Test func scannerResumesAcrossFragments() {
+        let text = Array("GET / HTTP/1.1\r\nHost: x\r\n\r\nrest".utf8)
+        var scanner = HeadScanner()
+        var result: HeadScanner.Outcome = .incomplete
+        for end in 1...text.count {
+            result = text[0..<end].withUnsafeBytes { scanner.scan($0, maxRequestLine: 100, maxHeaderBytes: 100) }
+            if case .complete = result { break }
+        }
+        guard case .complete(let length, let lineLength) = result else { Issue.record("never completed"); return }
+        #expect(length == text.count - 4)
+        #expect(lineLength == 16)
+    }
+
+    @Test func chunkedDecoderHandlesExtensionsTrailersAndSplits() {
+        let wire = Array("4;name=value\r\nWiki\r\n5 ; x\r\npedia\r\n0\r\nTrailer: t\r\n\r\nNEXT".utf8)
+        for split in 0...wire.count {
+            var decoder = ChunkedBodyDecoder()
+            var body: [UInt8] = []
+            var consumed = 0
+            var finished = false
+            for part in [wire[0..<split], wire[split...]] where !finished {
+                let outcome = part.withUnsafeBytes { decoder.decode($0, into: &body, maxBodyBytes: 100, maxTrailerBytes: 100) }
+                switch outcome {
+                case .needsMore: consumed += part.count
+                case .finished(let used):
+                    consumed += used
+                    finished = true
+                case .failure(let error): Issue.record("failed at split \(split): \(error)")
+                }
+            }
+            #expect(finished)
+            #expect(String(decoding: body, as: UTF8.self) == "Wikipedia")
+            #expect(consumed == wire.count - 4)
+        }
+    }
+
+    @Test func chunkedDecoderRejectsBadInputAndOversize() {
+        func decode(_ text: String, max: Int = 100) -> ChunkedBodyDecoder.Outcome {
+            var decoder = ChunkedBodyDecoder()
+            var body: [UInt8] = []
+            return Array(text.utf8).withUnsafeBytes { decoder.decode($0, into: &body, maxBodyBytes: max, maxTrailerBytes: 100) }
+        }
+        for bad in ["x\r\n", "\r\n", "4\nWiki", "4\r\nWikiX", "ffffffffffffffffffff\r\n", "-1\r\n"] {
+            guard case .failure = decode(bad) else { Issue.record("accepted \(bad.debugDescription)"); continue }
+        }
+        guard case .failure(let error) = decode("8\r\n12345678\r\n8\r\n", max: 10) else { Issue.record("too large"); return }
+        #expect(error.status == 413)
+    }
+
+    @Test func headersAreOrderedAndCaseInsensitive() {
+        var headers: HTTPHeaders = ["A": "1", "b": "2"]
+        headers.add("a", "3")
+        #expect(headers["a"] == "1")
+        #expect(headers.values("A") == ["1", "3"])
+        headers.set("A", "4")
+        #expect(headers.values("a") == ["4"])
+        #expect(headers.map(\.name) == ["A", "b"])
+        headers.remove("B")
+        #expect(headers.count == 1)
+        #expect(HTTPHeaders([("X", "y")])["x"] == "y")
+    }
+
+    @Test func errorBodyIsEscapedJSON() {
+        let response = HTTPResponse.error(status: 400, code: "bad_request", message: "a \"quote\" \\ and\nline\u{01}é")
+        #expect(String(decoding: response.body, as: UTF8.self)
+            == #"{"error":{"code":"bad_request","message":"a \"quote\" \\ and\nline\u0001é"}}"#)
+        #expect(response.headers["Content-Type"] == "application/json; charset=utf-8")
+        #expect(response.status == 400)
+    }
+
+    @Test func publicRequestInitDecodesTarget() {
+        let request = HTTPRequest(method: "GET", target: "/s%2Fx?a=b+c")
+        #expect(request.path == "/s/x")
+        #expect(request.queryValue("a") == "b c")
+    }
+}
