@@ -18,13 +18,8 @@ extension Screen where Subject == AppModel {
                 .sync("settingsButtonTapped") { $0.settingsButtonTapped() },
             ],
             stacks: [
-                .path("path", \.path, accepts: ["counter", "settings"], codec: path,
-                      identity: { element in
-                          switch element {
-                          case .counter(let model): ObjectIdentifier(model)
-                          case .settings(let model): ObjectIdentifier(model)
-                          }
-                      },
+                .path("path", \.path, edit: { model, body in body(&model.path) },
+                      accepts: ["counter", "settings"], codec: path,
                       feature: { element in
                           switch element {
                           case .counter(let model): StackElement(model, counter)

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// An array in a feature's state shown as a navigation stack: one screen per element, pushed
 /// and popped as the array grows and shrinks.
 public struct StackSlot<Owner>: Sendable {
@@ -10,12 +16,15 @@ public struct StackSlot<Owner>: Sendable {
     let push: @Sendable (inout Owner, JSON, JSONPath) throws(StateError) -> Bool
 
     /// A path of elements that each hold a model, as `[Path]` with `Path.counter(CounterModel)`.
+    ///
+    /// - Parameter edit: gives in-place access to the path (`{ model, body in body(&model.path) }`).
+    ///   Writing through a key path would copy an observable array on every push.
     public static func path<Element>(
         _ name: String,
-        _ keyPath: WritableKeyPath<Owner, [Element]> & Sendable,
+        _ keyPath: KeyPath<Owner, [Element]> & Sendable,
+        edit: @escaping @Sendable (inout Owner, (inout [Element]) -> Void) -> Void,
         accepts cases: [String],
         codec: StateCodec<Element>,
-        identity: @escaping @Sendable (Element) -> ObjectIdentifier,
         feature: @escaping @Sendable (Element) -> StackElement
     ) -> StackSlot {
         StackSlot(
@@ -25,18 +34,20 @@ public struct StackSlot<Owner>: Sendable {
                 let elements = owner[keyPath: keyPath]
                 return StackContents(
                     count: elements.count,
-                    identity: { .object(identity(elements[$0])) },
+                    fingerprint: { ElementFingerprint(elements) },
                     makeFeature: { feature(elements[$0]).makeFeature() }
                 )
             },
             truncate: { owner, count in
-                let excess = owner[keyPath: keyPath].count - count
-                if excess > 0 { owner[keyPath: keyPath].removeLast(excess) }
+                edit(&owner) { elements in
+                    if elements.count > count { elements.removeLast(elements.count - count) }
+                }
             },
             push: { owner, value, path throws(StateError) in
                 guard case .object(let object) = value, object.count == 1,
                       let key = object.keys.first, cases.contains(key) else { return false }
-                owner[keyPath: keyPath].append(try codec.decode(value, path, nil))
+                let element = try codec.decode(value, path, nil)
+                edit(&owner) { $0.append(element) }
                 return true
             }
         )
@@ -46,8 +57,41 @@ public struct StackSlot<Owner>: Sendable {
 /// A stack's elements right now, read lazily so that a long path costs little to compare.
 struct StackContents {
     let count: Int
-    let identity: (Int) -> Identity
+    let fingerprint: () -> ElementFingerprint
     let makeFeature: (Int) -> any AnyLiveFeature
+}
+
+/// The raw bits of a path's elements, kept to find the longest common prefix (rule 6) without
+/// touching the elements themselves.
+///
+/// Elements hold models, so equal bits mean the same case holding the same object: the same
+/// element. Unequal bits are treated as a new element, which at worst pops and pushes one that
+/// could have stayed; never the reverse. Comparing bits costs no reference counting, which is
+/// what makes a push onto a 10,000-element path cost about the same as onto a short one.
+struct ElementFingerprint {
+    private var bytes: [UInt8] = []
+    private var stride = 1
+
+    init() {}
+
+    init<Element>(_ elements: [Element]) {
+        stride = MemoryLayout<Element>.stride
+        bytes = elements.withUnsafeBytes { Array($0) }
+    }
+
+    func commonPrefix(with other: ElementFingerprint) -> Int {
+        guard stride == other.stride else { return 0 }
+        let count = min(bytes.count, other.bytes.count) / stride
+        return bytes.withUnsafeBytes { mine in
+            other.bytes.withUnsafeBytes { theirs in
+                guard let a = mine.baseAddress, let b = theirs.baseAddress else { return 0 }
+                if memcmp(a, b, count * stride) == 0 { return count }
+                var index = 0
+                while index < count, memcmp(a + index * stride, b + index * stride, stride) == 0 { index += 1 }
+                return index
+            }
+        }
+    }
 }
 
 /// The screen an element of a path shows.

@@ -59,7 +59,8 @@ final class StackNode {
     let name: String
     unowned let owner: Node
     var elements: [Node] = []
-    var identities: [Identity] = []
+    /// The elements as last derived, to diff the next derivation against.
+    var fingerprint = ElementFingerprint()
 
     init(id: String, slot: Int, name: String, owner: Node) {
         self.id = id

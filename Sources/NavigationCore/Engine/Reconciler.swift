@@ -86,9 +86,8 @@ final class Reconciler {
             node.presentations.append(present(child, slot: slot, in: node))
         }
         for (stack, contents) in zip(node.stacks, derivation.stacks) {
-            for index in 0..<contents.count {
-                pushElement(contents.makeFeature(index), identity: contents.identity(index), onto: stack)
-            }
+            for index in 0..<contents.count { pushElement(contents.makeFeature(index), onto: stack) }
+            stack.fingerprint = contents.fingerprint()
         }
     }
 
@@ -132,12 +131,11 @@ final class Reconciler {
         return node
     }
 
-    private func pushElement(_ feature: any AnyLiveFeature, identity: Identity, onto stack: StackNode) {
+    private func pushElement(_ feature: any AnyLiveFeature, onto stack: StackNode) {
         let serial = makeSerial()
         let node = Node(id: "e\(serial)", serial: serial, feature: feature, parent: stack.owner, placement: .element(stack))
         register(node)
         stack.elements.append(node)
-        stack.identities.append(identity)
         build(node)
     }
 
@@ -176,13 +174,11 @@ final class Reconciler {
 
         // Rule 6: keep the longest common prefix, pop the rest, push the new tail.
         for (stack, contents) in zip(node.stacks, derivation.stacks) {
-            var prefix = 0
-            let common = min(stack.identities.count, contents.count)
-            while prefix < common, stack.identities[prefix] == contents.identity(prefix) { prefix += 1 }
+            let fingerprint = contents.fingerprint()
+            let prefix = min(stack.fingerprint.commonPrefix(with: fingerprint), stack.elements.count)
             if prefix < stack.elements.count { pop(stack, from: prefix) }
-            for index in prefix..<contents.count {
-                pushElement(contents.makeFeature(index), identity: contents.identity(index), onto: stack)
-            }
+            for index in prefix..<contents.count { pushElement(contents.makeFeature(index), onto: stack) }
+            stack.fingerprint = fingerprint
         }
     }
 
@@ -208,7 +204,6 @@ final class Reconciler {
         ]))))
         for element in popped { detach(element) }
         stack.elements.removeSubrange(index...)
-        stack.identities.removeSubrange(index...)
     }
 
     private func origin(of node: Node) -> Origin {
