@@ -157,6 +157,10 @@ extension EventLoop {
         connection.hasServedRequest = true
         let responder = HTTPResponder(loop: self, connection: connection, sequence: sequence)
         shared.handler.handle(request, responder: responder)
+        if responder.openedStream.load(ordering: .relaxed) {
+            // Nothing pipelined after a stream is served.
+            stopParsing(connection)
+        }
     }
 
     /// Answers a request the server will not hand to the handler, then closes.

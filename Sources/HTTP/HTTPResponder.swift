@@ -7,6 +7,8 @@ public final class HTTPResponder: Sendable {
     private let connection: Connection
     private let sequence: UInt64
     private let answered = Atomic<Bool>(false)
+    /// Lets the loop stop parsing pipelined requests when the handler opens a stream at once.
+    let openedStream = Atomic<Bool>(false)
 
     init(loop: EventLoop, connection: Connection, sequence: UInt64) {
         self.loop = loop
@@ -21,10 +23,12 @@ public final class HTTPResponder: Sendable {
 
     /// Answers 200 with these headers (the caller sets `Content-Type: text/event-stream`),
     /// then keeps the connection open as a stream of raw bytes until either side closes it.
-    /// Requests pipelined after this one are not served. If the request was already
+    /// Requests pipelined after this one are not served: not parsed at all when the stream is
+    /// started during `handle`, left unanswered if they were already handed to the handler. If the request was already
     /// answered, the returned stream is closed.
     public func startEventStream(headers: HTTPHeaders) -> EventStream {
         guard claim() else { return EventStream(endedWith: .closedByServer) }
+        openedStream.store(true, ordering: .relaxed)
         let stream = EventStream(loop: loop, connection: connection, bufferLimit: loop.settings.streamBufferLimit)
         loop.post(.startStream(connection, sequence: sequence, stream, headers))
         return stream

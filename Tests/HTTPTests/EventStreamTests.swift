@@ -1,0 +1,132 @@
+import Synchronization
+import Glibc
+import HTTP
+import Testing
+
+@Suite struct EventStreamTests {
+    @Test func deliversEventsAndReportsClientClose() throws {
+        try withServer { server, handler in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /stream?count=3 HTTP/1.1\r\nHost: x\r\n\r\n")
+            let head = try client.read(until: "\r\n\r\n")
+            #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n"))
+            #expect(head.contains("Content-Type: text/event-stream\r\n"))
+            #expect(head.contains("Cache-Control: no-cache\r\n"))
+            #expect(head.contains("X-Accel-Buffering: no\r\n"))
+            #expect(head.contains("Connection: keep-alive\r\n"))
+            #expect(!head.contains("Content-Length"))
+            #expect(!head.contains("Transfer-Encoding"))
+            #expect(try client.read(until: "data: 2\n\n") == "data: 0\n\ndata: 1\n\ndata: 2\n\n")
+
+            // Later events from another thread, one shared array for the stream.
+            let stream = try #require(handler.streams.withLock { $0.first })
+            let event = Array("data: later\n\n".utf8)
+            #expect(stream.send(event))
+            #expect(try client.read(until: "later\n\n") == "data: later\n\n")
+            // Bytes the client sends are read and dropped.
+            try client.send("ignored")
+            #expect(stream.isOpen)
+
+            Glibc.shutdown(client.fd, Int32(SHUT_RDWR))
+            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.clientClosed] })
+            #expect(!stream.isOpen)
+            #expect(!stream.send(event))
+            // A handler set after the end is called at once.
+            let late = LateReason()
+            stream.onClose { reason in late.reason.withLock { $0 = reason } }
+            #expect(late.reason.withLock { $0 } == .clientClosed)
+        }
+    }
+
+    @Test func clientThatNeverReadsIsClosedAsTooSlow() throws {
+        try withServer({ $0.streamBufferLimit = 64 * 1024 }) { server, handler in
+            let client = try TestClient(port: server.port)
+            client.setReceiveBuffer(4096)
+            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(TestHandler.eventually { handler.streams.withLock { !$0.isEmpty } })
+            let stream = try #require(handler.streams.withLock { $0.first })
+            let payload = [UInt8](repeating: UInt8(ascii: "p"), count: 16 * 1024)
+            var accepted = 0
+            let start = ContinuousClock.now
+            while stream.send(payload), ContinuousClock.now - start < .seconds(10) {
+                accepted += 1
+                usleep(200)
+            }
+            #expect(!stream.isOpen)
+            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
+            #expect(TestHandler.eventually { server.openConnectionCount == 0 })
+            #expect(accepted > 4)
+        }
+    }
+
+    @Test func closeFlushesQueuedEventsThenCloses() throws {
+        try withServer { server, handler in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /stream?count=2 HTTP/1.1\r\nHost: x\r\n\r\nGET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = try client.read(until: "\r\n\r\n")
+            let stream = try #require(handler.streams.withLock { $0.first })
+            stream.send(Array("data: last\n\n".utf8))
+            stream.close()
+            #expect(!stream.send(Array("data: too late\n\n".utf8)))
+            #expect(client.waitForClose())
+            let rest = String(decoding: client.buffered, as: UTF8.self)
+            #expect(rest == "data: 0\n\ndata: 1\n\ndata: last\n\n")
+            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.closedByServer] })
+            // The pipelined request after the stream was never served.
+            #expect(handler.requestCount.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test func streamsAreExemptFromIdleTimeout() throws {
+        try withServer({ $0.idleTimeout = .milliseconds(200) }) { server, handler in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /stream?count=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = try client.read(until: "data: 0\n\n")
+            usleep(600_000)
+            let stream = try #require(handler.streams.withLock { $0.first })
+            #expect(stream.isOpen)
+            stream.send(Array("data: still\n\n".utf8))
+            #expect(try client.read(until: "still\n\n") == "data: still\n\n")
+        }
+    }
+
+    @Test func oneArraySharedByManyStreams() throws {
+        try withServer { server, handler in
+            let clients = try (0..<20).map { _ in try TestClient(port: server.port) }
+            for client in clients { try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n") }
+            #expect(TestHandler.eventually { handler.streams.withLock { $0.count } == 20 })
+            let event = Array("data: broadcast\n\n".utf8)
+            for stream in handler.streams.withLock({ $0 }) { #expect(stream.send(event)) }
+            for client in clients {
+                _ = try client.read(until: "\r\n\r\n")
+                #expect(try client.read(until: "broadcast\n\n") == "data: broadcast\n\n")
+            }
+        }
+    }
+
+    @Test func secondAnswerIsIgnored() throws {
+        final class Twice: HTTPHandler {
+            func handle(_ request: HTTPRequest, responder: HTTPResponder) {
+                responder.respond(HTTPResponse(status: 201, body: Array("first".utf8)))
+                responder.respond(HTTPResponse(status: 500))
+                let stream = responder.startEventStream(headers: [:])
+                #expect(!stream.isOpen)
+                #expect(!stream.send([1]))
+            }
+        }
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: Twice())
+        try server.start()
+        defer { server.finishShutdown(deadline: .now + .seconds(1)) }
+        let client = try TestClient(port: server.port)
+        for _ in 0..<2 {
+            try client.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 201)
+            #expect(response.bodyText == "first")
+        }
+    }
+}
+
+private final class LateReason: Sendable {
+    let reason = Mutex<EventStreamCloseReason?>(nil)
+}

@@ -1,0 +1,114 @@
+import Glibc
+import HTTP
+import Testing
+
+@Suite struct LimitTests {
+    private func expectError(_ response: TestClient.Response, _ status: Int, _ code: String) {
+        #expect(response.status == status)
+        #expect(response.bodyText.hasPrefix(#"{"error":{"code":"\#(code)","message":""#))
+        #expect(response.headers["Connection"] == "close")
+        #expect(response.headers["Content-Type"] == "application/json; charset=utf-8")
+    }
+
+    @Test func requestLineTooLongIs414() throws {
+        try withServer({ $0.maxRequestLineBytes = 100 }) { server, _ in
+            let client = try TestClient(port: server.port)
+            // No line end yet: refused as soon as the limit is passed.
+            try client.send("GET /" + String(repeating: "a", count: 200))
+            expectError(try client.readResponse(), 414, "uri_too_long")
+            #expect(client.waitForClose())
+        }
+    }
+
+    @Test func headerSectionTooLargeIs431() throws {
+        try withServer({ $0.maxHeaderBytes = 200 }) { server, _ in
+            let client = try TestClient(port: server.port)
+            try client.send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "b", count: 300) + "\r\n\r\n")
+            expectError(try client.readResponse(), 431, "headers_too_large")
+            #expect(client.waitForClose())
+        }
+    }
+
+    @Test func bodyTooLargeByContentLengthIs413() throws {
+        try withServer({ $0.maxBodyBytes = 100 }) { server, handler in
+            let client = try TestClient(port: server.port)
+            try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n" + String(repeating: "z", count: 101))
+            expectError(try client.readResponse(), 413, "payload_too_large")
+            #expect(client.waitForClose())
+            #expect(handler.requestCount.load(ordering: .relaxed) == 0)
+        }
+    }
+
+    @Test func bodyTooLargeByChunkedTotalIs413() throws {
+        try withServer({ $0.maxBodyBytes = 100 }) { server, _ in
+            let client = try TestClient(port: server.port)
+            try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            let chunk = "32\r\n" + String(repeating: "c", count: 50) + "\r\n"
+            try client.send(chunk + chunk)
+            try client.send(chunk)
+            expectError(try client.readResponse(), 413, "payload_too_large")
+            #expect(client.waitForClose())
+        }
+    }
+
+    @Test func slowLorisHeadTimesOutWith408() throws {
+        try withServer({ $0.headerTimeout = .milliseconds(400) }) { server, _ in
+            let client = try TestClient(port: server.port)
+            let start = ContinuousClock.now
+            // One byte every 100 ms never completes the head.
+            var answer: [UInt8] = []
+            for byte in "GET /echo HTTP/1.1\r\nHost: slow\r\nX-Loris: 1".utf8 {
+                guard (try? client.send([byte])) != nil else { break }
+                usleep(100_000)
+                if ContinuousClock.now - start > .milliseconds(900) { break }
+            }
+            answer = client.buffered
+            let response = try client.readResponse()
+            expectError(response, 408, "request_timeout")
+            #expect(ContinuousClock.now - start < .milliseconds(1500))
+            #expect(answer.isEmpty || answer.starts(with: Array("HTTP/1.1 408".utf8)))
+            #expect(client.waitForClose())
+        }
+    }
+
+    @Test func bodyThatStallsTimesOutWith408() throws {
+        try withServer({ $0.bodyTimeout = .milliseconds(300) }) { server, _ in
+            let client = try TestClient(port: server.port)
+            try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+            expectError(try client.readResponse(), 408, "request_timeout")
+            #expect(client.waitForClose())
+        }
+    }
+
+    @Test func silentConnectionIsClosedAfterHeaderTimeout() throws {
+        try withServer({ $0.headerTimeout = .milliseconds(300) }) { server, _ in
+            let client = try TestClient(port: server.port)
+            #expect(client.waitForClose(timeout: 3))
+            #expect(client.buffered.isEmpty)
+        }
+    }
+
+    @Test func overCapacityConnectionGets503() throws {
+        try withServer({ $0.maxConnections = 2 }) { server, _ in
+            let first = try TestClient(port: server.port)
+            let second = try TestClient(port: server.port)
+            #expect(TestHandler.eventually { server.openConnectionCount == 2 })
+            let third = try TestClient(port: server.port)
+            let refused = try third.readResponse()
+            #expect(refused.status == 503)
+            #expect(refused.bodyText.contains("\"over_capacity\""))
+            #expect(third.waitForClose())
+            // The admitted ones still work, and a slot frees up when one leaves.
+            try first.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try first.readResponse().status == 200)
+            try second.send("GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            #expect(try second.readResponse().status == 200)
+            #expect(second.waitForClose())
+            withExtendedLifetime(second) {}
+            #expect(TestHandler.eventually { server.openConnectionCount == 1 })
+            let fourth = try TestClient(port: server.port)
+            try fourth.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try fourth.readResponse().status == 200)
+        }
+    }
+}

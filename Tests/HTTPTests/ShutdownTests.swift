@@ -1,0 +1,81 @@
+import Dispatch
+import Glibc
+import HTTP
+import Testing
+
+@Suite struct ShutdownTests {
+    @Test func inFlightRequestFinishesAndNewConnectionsAreRefused() throws {
+        let handler = TestHandler()
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 2), handler: handler)
+        try server.start()
+        let port = server.port
+
+        let idle = try TestClient(port: port)
+        try idle.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try idle.readResponse().status == 200)
+
+        let busy = try TestClient(port: port)
+        try busy.send("GET /slow?ms=300 HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(TestHandler.eventually { handler.requestCount.load(ordering: .relaxed) == 2 })
+
+        let streaming = try TestClient(port: port)
+        try streaming.send("GET /stream?count=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        _ = try streaming.read(until: "data: 0\n\n")
+
+        server.beginShutdown()
+        #expect(throws: TestClient.Failure.self) { try TestClient(port: port) }
+        // The idle keep-alive connection is closed; the slow request is still answered.
+        #expect(idle.waitForClose())
+        let response = try busy.readResponse()
+        #expect(response.status == 200)
+        #expect(response.headers["Connection"] == "close")
+        #expect(busy.waitForClose())
+
+        // The stream stays open through beginShutdown; the application may still send.
+        let stream = try #require(handler.streams.withLock { $0.first })
+        #expect(stream.isOpen)
+        stream.send(Array("data: bye\n\n".utf8))
+        #expect(try streaming.read(until: "bye\n\n") == "data: bye\n\n")
+
+        let start = ContinuousClock.now
+        server.finishShutdown(deadline: .now + .milliseconds(300))
+        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(handler.closeReasons.withLock { $0 } == [.shutdown])
+        #expect(!stream.isOpen)
+        #expect(streaming.waitForClose())
+        #expect(server.openConnectionCount == 0)
+    }
+
+    @Test func finishShutdownReturnsOnceConnectionsAreGone() throws {
+        let handler = TestHandler()
+        let server = HTTPServer(
+            configuration: .init(port: 0, loopCount: 2, lingerTimeout: .milliseconds(200)), handler: handler)
+        try server.start()
+        let client = try TestClient(port: server.port)
+        try client.send("GET /slow?ms=200 HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(TestHandler.eventually { handler.requestCount.load(ordering: .relaxed) == 1 })
+        let start = ContinuousClock.now
+        server.finishShutdown(deadline: .now + .seconds(5))
+        let elapsed = ContinuousClock.now - start
+        #expect(elapsed >= .milliseconds(100))
+        #expect(elapsed < .seconds(2))
+        let response = try client.readResponse()
+        #expect(response.status == 200)
+        #expect(response.headers["Connection"] == "close")
+    }
+
+    @Test func startFailsClearlyWhenThePortIsTaken() throws {
+        let first = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: TestHandler())
+        try first.start()
+        defer { first.finishShutdown(deadline: .now) }
+        let second = HTTPServer(configuration: .init(port: first.port, loopCount: 1), handler: TestHandler())
+        do {
+            try second.start()
+            Issue.record("second bind succeeded")
+        } catch let error as HTTPServerError {
+            #expect(error.description.contains("Address already in use"))
+            #expect(error.code == EADDRINUSE)
+        }
+        #expect(throws: HTTPServerError.self) { try first.start() }
+    }
+}
