@@ -39,6 +39,10 @@ struct Epoll {
     /// Waits for events; returns how many are ready (0 on timeout or interruption).
     func wait(timeoutMilliseconds: Int32) -> Int {
         let count = calls.epollWait(fd, buffer, Int32(capacity), timeoutMilliseconds)
+        if count < 0 && errno != EINTR {
+            // Cannot happen with a valid descriptor; never spin if it does.
+            usleep(10_000)
+        }
         return count > 0 ? Int(count) : 0
     }
 

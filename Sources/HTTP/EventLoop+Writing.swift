@@ -31,15 +31,15 @@ extension EventLoop {
             switch outcome {
             case .transferred(let count):
                 connection.lastWriteProgress = now
-                if count < writeBuffer.count { connection.output.append(Array(writeBuffer[count...])) }
+                if count < writeBuffer.count { connection.output.append(Self.exactCopy(writeBuffer[count...])) }
             case .wouldBlock:
-                connection.output.append(writeBuffer)
+                connection.output.append(Self.exactCopy(writeBuffer[...]))
             case .closed:
                 close(connection, reason: .clientClosed)
                 return
             }
         } else {
-            if !writeBuffer.isEmpty { connection.output.append(writeBuffer) }
+            if !writeBuffer.isEmpty { connection.output.append(Self.exactCopy(writeBuffer[...])) }
             guard writeQueued(connection) else { return }
         }
         writeBuffer.removeAll(keepingCapacity: true)
@@ -95,7 +95,7 @@ extension EventLoop {
             if response.body.count <= 64 * 1024 {
                 writeBuffer.append(contentsOf: response.body)
             } else {
-                connection.output.append(writeBuffer)
+                connection.output.append(Self.exactCopy(writeBuffer[...]))
                 writeBuffer.removeAll(keepingCapacity: true)
                 connection.output.append(response.body)
             }
@@ -107,6 +107,12 @@ extension EventLoop {
             connection.pending = []
             dropRemainingSlots(connection)
         }
+    }
+
+    /// A fresh array of just these bytes: never a share of the loop's 64 KiB scratch buffer,
+    /// which would pin that much memory per waiting connection.
+    static func exactCopy(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        bytes.withUnsafeBufferPointer { Array($0) }
     }
 
     /// Forgets requests after one that ends the connection; their answers will be ignored.
@@ -179,7 +185,16 @@ extension EventLoop {
     /// Writes queued stream bytes straight from the shared arrays; closes the stream when the
     /// application asked and everything went out, or at once when it is too slow.
     func flushStream(_ connection: Connection) {
-        guard let stream = connection.stream, !connection.isClosed, connection.output.isEmpty else { return }
+        guard let stream = connection.stream, !connection.isClosed else { return }
+        guard connection.output.isEmpty else {
+            // The response head itself is still waiting for the socket.
+            switch stream.requestedClose {
+            case .tooSlow?: close(connection, reason: .tooSlow)
+            case .some: if connection.streamCloseStart == 0 { connection.streamCloseStart = now }
+            case nil: break
+            }
+            return
+        }
         writing: while true {
             let (offset, requestedClose) = stream.takeChunks(into: &chunkScratch, limit: Self.maxIOVecs)
             if requestedClose == .tooSlow {

@@ -216,7 +216,8 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    private func tearDown() {
+    /// Releases everything the loop holds; at the end of `run`, or for a loop never started.
+    func tearDown() {
         let leftover = inbox.withLock { inbox -> [LoopMessage] in
             inbox.closed = true
             Glibc.close(wakeFD)
@@ -238,6 +239,7 @@ final class EventLoop: @unchecked Sendable {
         connections = []
         dirty = []
         peers = []
+        threadID.store(0, ordering: .releasing)
         epoll.close()
         readBuffer.deallocate()
         iovecs.deallocate()

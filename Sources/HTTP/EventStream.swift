@@ -13,17 +13,18 @@ public final class EventStream: Sendable {
         var onClose: (@Sendable (EventStreamCloseReason) -> Void)?
         /// The loop has been told about queued bytes and has not yet found the queue empty.
         var loopNotified = false
+        /// Where the stream lives; released when it ends, so a stream the application keeps
+        /// does not keep the loop (and through it the handler) alive.
+        var owner: (loop: EventLoop, connection: Connection)?
     }
 
     private let state: Mutex<State>
-    private let loop: EventLoop?
-    private let connection: Connection?
     private let bufferLimit: Int
 
     init(loop: EventLoop, connection: Connection, bufferLimit: Int) {
-        self.state = Mutex(State())
-        self.loop = loop
-        self.connection = connection
+        var state = State()
+        state.owner = (loop, connection)
+        self.state = Mutex(state)
         self.bufferLimit = bufferLimit
     }
 
@@ -32,8 +33,6 @@ public final class EventStream: Sendable {
         var state = State()
         state.endReason = reason
         self.state = Mutex(state)
-        self.loop = nil
-        self.connection = nil
         self.bufferLimit = 0
     }
 
@@ -100,7 +99,7 @@ public final class EventStream: Sendable {
     }
 
     private func notifyLoop() {
-        guard let loop, let connection else { return }
+        guard let (loop, connection) = state.withLock({ $0.owner }) else { return }
         loop.post(.streamActivity(connection))
     }
 
@@ -132,6 +131,7 @@ public final class EventStream: Sendable {
             let final = state.requestedClose ?? reason
             state.endReason = final
             state.queue.removeAll()
+            state.owner = nil
             defer { state.onClose = nil }
             return state.onClose.map { ($0, final) }
         }

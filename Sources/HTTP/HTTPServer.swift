@@ -7,6 +7,8 @@ public final class HTTPServer: Sendable {
     private enum Phase {
         case idle
         case running(shared: ServerShared, loops: [EventLoop], threads: [LoopThread])
+        /// Not accepting; waiting for connections to finish.
+        case draining(shared: ServerShared, loops: [EventLoop], threads: [LoopThread])
         case stopped
     }
 
@@ -14,7 +16,6 @@ public final class HTTPServer: Sendable {
     private let handler: any HTTPHandler
     private let phase = Mutex(Phase.idle)
     private let boundPort = Atomic<Int>(0)
-    private let shuttingDown = Atomic<Bool>(false)
     private let counters = Mutex<ServerShared?>(nil)
 
     public init(configuration: Configuration, handler: any HTTPHandler) {
@@ -44,6 +45,7 @@ public final class HTTPServer: Sendable {
             } catch {
                 for loop in loops.prefix(threads.count) { loop.post(.stop) }
                 for thread in threads { thread.join() }
+                for loop in loops.dropFirst(threads.count) { loop.tearDown() }
                 Glibc.close(fd)
                 throw error
             }
@@ -65,9 +67,12 @@ public final class HTTPServer: Sendable {
     /// lets in-flight requests finish; their connections close after the response. Event
     /// streams are left open for the application to end.
     public func beginShutdown() {
-        guard !shuttingDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
         phase.withLock { phase in
-            guard case .running(let shared, let loops, _) = phase else { return }
+            guard case .running(let shared, let loops, let threads) = phase else {
+                if case .idle = phase { phase = .stopped }
+                return
+            }
+            phase = .draining(shared: shared, loops: loops, threads: threads)
             shared.stopping.store(true, ordering: .relaxed)
             // The descriptor stays open (and its number taken) until the loops have stopped;
             // shutting it down refuses new connections now and fails pending accepts.
@@ -77,14 +82,15 @@ public final class HTTPServer: Sendable {
     }
 
     /// Blocks until every connection has closed or the deadline passes, then closes what is
-    /// left (open event streams end with `.shutdown`) and stops the loops.
+    /// left (open event streams end with `.shutdown`) and stops the loops. Calls
+    /// `beginShutdown()` first if needed; a stopped server cannot be started again.
     public func finishShutdown(deadline: ContinuousClock.Instant) {
         beginShutdown()
         while openConnectionCount > 0 && ContinuousClock.now < deadline {
             usleep(2_000)
         }
         let running = phase.withLock { phase -> (ServerShared, [EventLoop], [LoopThread])? in
-            guard case .running(let shared, let loops, let threads) = phase else { return nil }
+            guard case .draining(let shared, let loops, let threads) = phase else { return nil }
             phase = .stopped
             return (shared, loops, threads)
         }

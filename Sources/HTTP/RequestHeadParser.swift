@@ -73,10 +73,15 @@ enum RequestHeadParser {
         var sawTransferEncoding = false
         var start = 0
         while start < fields.count {
-            var end = start
-            while fields[end] != ASCII.cr { end += 1 }  // the scanner guarantees CRLF endings
-            let line = UnsafeRawBufferPointer(rebasing: fields[start..<end])
-            start = end + 2
+            // Lines end at LF, which the scanner guarantees follows a CR; any other CR is a
+            // control byte in the line and is refused below.
+            var lineFeed = start
+            while lineFeed < fields.count && fields[lineFeed] != ASCII.lf { lineFeed += 1 }
+            guard lineFeed < fields.count, lineFeed > start, fields[lineFeed - 1] == ASCII.cr else {
+                return .badRequest("Malformed header line.")
+            }
+            let line = UnsafeRawBufferPointer(rebasing: fields[start..<(lineFeed - 1)])
+            start = lineFeed + 1
             guard let first = line.first, !ASCII.isWhitespace(first) else {
                 return .badRequest("Obsolete line folding is not accepted.")
             }

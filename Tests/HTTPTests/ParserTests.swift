@@ -68,6 +68,10 @@ import Testing
         "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
         "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
         "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "GET / HTTP/1.1\r\nX: a\r\r\n\r\n",
+        "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
+        "GET / HTTP/1.1\r\nX\r: a\r\n\r\n",
+        "GET /\r HTTP/1.1\r\n\r\n",
     ])
     func rejectsMalformedHeads(_ text: String) {
         guard case .failure(let error) = parse(text) else {
@@ -75,6 +79,86 @@ import Testing
             return
         }
         #expect(error.status == 400, "\(text.debugDescription) gave \(error)")
+    }
+
+    /// Random heads, fed in random fragments through the scanner and the parser: nothing may
+    /// trap, and whatever is accepted must be well-formed.
+    @Test func randomHeadsNeverTrap() {
+        var random = SplitMix(seed: 42)
+        let pieces = ["GET", "POST", " ", "/", "?", "&", "=", "%", "%4", "%41", "+", "HTTP/1.1", "HTTP/1.0", "\r", "\n",
+                      "\r\n", "\r\n\r\n", ":", "Host", "Content-Length", "Transfer-Encoding", "chunked", "Expect",
+                      "100-continue", "Connection", "close", ",", "5", "-", "\t", "\u{0}", "é", "\u{7F}", "x"]
+        func randomPieces(_ count: UInt64) -> [UInt8] {
+            var bytes: [UInt8] = []
+            for _ in 0..<Int(random.next() % count) {
+                if random.next() % 6 == 0 {
+                    bytes.append(UInt8(truncatingIfNeeded: random.next()))
+                } else {
+                    bytes += Array(pieces[Int(random.next() % UInt64(pieces.count))].utf8)
+                }
+            }
+            return bytes
+        }
+        for _ in 0..<20_000 {
+            // Mostly head-shaped: a request line, some field lines, an empty line.
+            var bytes: [UInt8] = random.next() % 2 == 0 ? Array("GET /a?b=c HTTP/1.1".utf8) : randomPieces(8)
+            bytes += [13, 10]
+            for _ in 0..<Int(random.next() % 4) {
+                bytes += random.next() % 3 == 0 ? Array("X: ".utf8) + randomPieces(6) : randomPieces(8)
+                bytes += [13, 10]
+            }
+            bytes += random.next() % 8 == 0 ? randomPieces(4) : [13, 10]
+            var scanner = HeadScanner()
+            var end = 0
+            while end < bytes.count {
+                end = min(bytes.count, end + 1 + Int(random.next() % 16))
+                let outcome = bytes[0..<end].withUnsafeBytes { scanner.scan($0, maxRequestLine: 64, maxHeaderBytes: 256) }
+                guard case .complete(let length, let lineLength) = outcome else {
+                    if case .failure = outcome { break }
+                    continue
+                }
+                let parsed = bytes[0..<length].withUnsafeBytes {
+                    RequestHeadParser.parse($0, requestLineLength: lineLength, maxBodyBytes: 100)
+                }
+                if case .success(let head) = parsed {
+                    #expect(head.request.method.utf8.allSatisfy(ASCII.isTokenCharacter))
+                    #expect(!head.request.path.isEmpty)
+                }
+                break
+            }
+        }
+    }
+
+    @Test func randomChunkedBodiesNeverTrap() {
+        var random = SplitMix(seed: 7)
+        let pieces = ["0", "1", "5", "a", "F", "ffffffffffffffff", "\r\n", "\r", "\n", ";x=y", " ", "abcde", "\r\n\r\n", "T: v"]
+        for _ in 0..<20_000 {
+            var bytes: [UInt8] = []
+            for _ in 0..<Int(random.next() % 30) {
+                if random.next() % 8 == 0 {
+                    bytes.append(UInt8(truncatingIfNeeded: random.next()))
+                } else {
+                    bytes += Array(pieces[Int(random.next() % UInt64(pieces.count))].utf8)
+                }
+            }
+            var decoder = ChunkedBodyDecoder()
+            var body: [UInt8] = []
+            var start = 0
+            decoding: while start < bytes.count {
+                let end = min(bytes.count, start + 1 + Int(random.next() % 8))
+                let outcome = bytes[start..<end].withUnsafeBytes {
+                    decoder.decode($0, into: &body, maxBodyBytes: 64, maxTrailerBytes: 32)
+                }
+                switch outcome {
+                case .needsMore: start = end
+                case .finished(let consumed):
+                    #expect(consumed <= end - start)
+                    break decoding
+                case .failure: break decoding
+                }
+                #expect(body.count <= 64)
+            }
+        }
     }
 
     @Test func invalidUTF8InHeaderValueIsRejected() {
