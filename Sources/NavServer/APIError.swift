@@ -1,0 +1,38 @@
+import HTTP
+import NavigationCore
+
+/// A refused request, as API.md's error body: `{"error":{"code","message"}}`.
+struct APIError: Error {
+    let status: Int
+    let code: String
+    let message: String
+    var headers: HTTPHeaders = [:]
+
+    init(_ status: Int, _ code: String, _ message: String, headers: HTTPHeaders = [:]) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+    }
+
+    init(_ error: NavigationError) {
+        switch error.kind {
+        case .conflict: self.init(409, error.code, error.message)
+        case .invalid: self.init(422, error.code, error.message)
+        case .preconditionFailed: self.init(412, error.code, error.message)
+        }
+    }
+
+    var response: HTTPResponse {
+        .error(status: status, code: code, message: message, headers: headers)
+    }
+
+    static func invalidBody(_ path: String, _ reason: String) -> APIError {
+        APIError(422, "invalid_request", "\(path): \(reason)")
+    }
+
+    static let unauthorized = APIError(401, "unauthorized", "a valid bearer token for this session is required",
+                                       headers: ["WWW-Authenticate": "Bearer"])
+    static func unknownSession(_ id: String) -> APIError { APIError(404, "session_not_found", "no session \(id)") }
+    static let shuttingDown = APIError(503, "shutting_down", "the server is shutting down", headers: ["Retry-After": "5"])
+}

@@ -1,0 +1,305 @@
+import Foundation
+import HTTP
+import NavigationCore
+
+/// Routes requests to the sessions: authenticates, validates the request on the loop thread,
+/// then runs the transaction on the session's executor and answers from there.
+final class APIHandler: HTTPHandler {
+    let catalog: FeatureCatalog
+    let store: SessionStore
+    let metrics: Metrics
+    let log: RequestLog
+    let configuration: ServerConfiguration
+    let lifecycle: Lifecycle
+
+    init(catalog: FeatureCatalog, store: SessionStore, metrics: Metrics, log: RequestLog,
+         configuration: ServerConfiguration, lifecycle: Lifecycle) {
+        self.catalog = catalog
+        self.store = store
+        self.metrics = metrics
+        self.log = log
+        self.configuration = configuration
+        self.lifecycle = lifecycle
+    }
+
+    func handle(_ request: HTTPRequest, responder: HTTPResponder) {
+        let started = ContinuousClock.now
+        let matched = Route.match(request.path)
+        let answer = Answer(request: request, responder: responder, route: matched?.route, started: started, handler: self)
+        guard let (route, parameters) = matched else {
+            return answer.fail(APIError(404, "not_found", "no such endpoint: \(request.path)"))
+        }
+        if request.method == "OPTIONS" {
+            return answer.send(preflight(route))
+        }
+        let method = request.method == "HEAD" ? "GET" : request.method
+        guard route.methods.contains(method) else {
+            return answer.fail(APIError(405, "method_not_allowed", "\(request.method) is not allowed on \(request.path)",
+                                        headers: ["Allow": allowed(route)]))
+        }
+        do {
+            try dispatch(route, parameters, request, answer)
+        } catch {
+            answer.fail(error)
+        }
+    }
+
+    private func dispatch(_ route: Route, _ parameters: [String], _ request: HTTPRequest, _ answer: Answer) throws(APIError) {
+        switch route {
+        case .healthz:
+            answer.send(.json(status: 200, Array(#"{"status":"ok"}"#.utf8)))
+        case .readyz:
+            if lifecycle.isReady {
+                answer.send(.json(status: 200, Array(#"{"status":"ready"}"#.utf8)))
+            } else {
+                answer.fail(APIError(503, "not_ready", lifecycle.isShuttingDown ? "shutting down" : "starting"))
+            }
+        case .metrics:
+            answer.send(HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
+                                     body: Array(metrics.render(sessionsOpen: store.count).utf8)))
+        case .features:
+            answer.send(.json(status: 200, catalog.description.bytes))
+        case .sessions:
+            try createSession(request, answer)
+        default:
+            let hosted = try authorize(parameters[0], request, allowQueryToken: route == .events)
+            hosted.touch()
+            try sessionRoute(route, parameters, hosted, request, answer)
+        }
+    }
+
+    private func authorize(_ id: String, _ request: HTTPRequest, allowQueryToken: Bool) throws(APIError) -> HostedSession {
+        guard let hosted = store.session(id) else { throw .unknownSession(id) }
+        var token: String?
+        if let header = request.headers["Authorization"] {
+            let parts = header.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { token = String(parts[1]).filter { $0 != " " } }
+        } else if allowQueryToken {
+            token = request.queryValue("token")
+        }
+        guard hosted.accepts(token) else { throw .unauthorized }
+        return hosted
+    }
+
+    // MARK: - Sessions
+
+    private func createSession(_ request: HTTPRequest, _ answer: Answer) throws(APIError) {
+        guard !lifecycle.isShuttingDown else { throw .shuttingDown }
+        let body = try RequestBody.object(request, allowed: ["feature", "state"])
+        guard let feature = try RequestBody.string(body, "feature") else { return }
+        guard store.hasRoom() else {
+            throw APIError(503, "over_capacity", "the server hosts its maximum of \(store.limit ?? 0) sessions", headers: ["Retry-After": "1"])
+        }
+        let state = body["state"].flatMap { $0 == .null ? nil : $0 }
+        let navigation: NavigationSession
+        do {
+            navigation = try catalog.makeSession(feature: feature, state: state, eventBufferCapacity: configuration.eventBuffer)
+        } catch {
+            throw APIError(error)
+        }
+        let token = Identifiers.token()
+        let hosted = HostedSession(id: Identifiers.sessionID(), token: token, navigation: navigation,
+                                   events: SessionEvents(metrics: metrics))
+        guard store.insert(hosted) else {
+            throw APIError(503, "over_capacity", "the server hosts its maximum of \(store.limit ?? 0) sessions", headers: ["Retry-After": "1"])
+        }
+        let events = hosted.events
+        Task {
+            await navigation.onEvents { events.publish($0) }
+            let (version, state, tree) = await navigation.describe()
+            let body = JSON.object(JSONObject([
+                ("id", .string(hosted.id)), ("token", .string(token)),
+                ("version", .int(version)), ("state", state), ("navigation", tree),
+            ]))
+            answer.send(.json(status: 201, body.bytes, headers: ["Location": "/sessions/\(hosted.id)", "ETag": "\"\(version)\""]))
+        }
+    }
+
+    private func sessionRoute(_ route: Route, _ parameters: [String], _ hosted: HostedSession,
+                              _ request: HTTPRequest, _ answer: Answer) throws(APIError) {
+        let session = hosted.navigation
+        switch (route, request.method) {
+        case (.session, "DELETE"):
+            store.remove(hosted.id)
+            Task {
+                await session.end()
+                answer.send(HTTPResponse(status: 204))
+            }
+        case (.session, _):
+            Task {
+                let (version, state, tree) = await session.describe()
+                let body = JSON.object(JSONObject([
+                    ("id", .string(hosted.id)), ("feature", .string(hosted.feature)),
+                    ("version", .int(version)), ("state", state), ("navigation", tree),
+                ]))
+                answer.send(.json(status: 200, body.bytes, headers: ["ETag": "\"\(version)\""]))
+            }
+        case (.navigation, _):
+            Task { answer.send(.json(status: 200, await session.navigation().bytes)) }
+        case (.events, _):
+            try openStream(hosted, request, answer)
+        default:
+            try mutate(route, parameters, session, request, answer)
+        }
+    }
+
+    /// Every request that changes a session answers `{"version","events"}`.
+    private func mutate(_ route: Route, _ parameters: [String], _ session: NavigationSession,
+                        _ request: HTTPRequest, _ answer: Answer) throws(APIError) {
+        let ifMatch = try Self.ifMatch(request)
+        let wait = try Self.wait(request, limit: configuration.waitTimeout)
+        let change: @Sendable (NavigationSession) async throws(NavigationError) -> NavigationSession.Outcome
+        switch route {
+        case .actions:
+            let body = try RequestBody.object(request, allowed: ["target", "action", "args"])
+            let target = try RequestBody.string(body, "target", required: false) ?? "root"
+            guard let action = try RequestBody.string(body, "action") else { return }
+            let arguments = body["args"]
+            change = { session throws(NavigationError) in
+                try await session.perform(target: target, action: action, arguments: arguments, ifMatch: ifMatch)
+            }
+        case .binding:
+            guard let value = try RequestBody.json(request) else { throw APIError(400, "missing_body", "send the new value as the JSON body") }
+            let (target, field) = (parameters[1], parameters[2])
+            change = { session throws(NavigationError) in try await session.bind(target: target, field: field, value: value, ifMatch: ifMatch) }
+        case .dismiss:
+            let body = try RequestBody.object(request, allowed: ["button"], required: false)
+            let button = try RequestBody.string(body, "button", required: false)
+            let presentation = parameters[1]
+            change = { session throws(NavigationError) in
+                try await session.dismiss(presentation: presentation, button: button, ifMatch: ifMatch)
+            }
+        case .pop:
+            let body = try RequestBody.object(request, allowed: ["count", "to"])
+            let pop: NavigationSession.PopRequest
+            switch (body["count"], body["to"]) {
+            case (.int(let count)?, nil): pop = .count(count)
+            case (nil, .string(let element)?): pop = .to(element)
+            case (nil, nil): throw APIError.invalidBody("body", "expected {\"count\": n} or {\"to\": \"element id\"}")
+            case (.some, .some): throw APIError.invalidBody("body", "give either count or to, not both")
+            case (let count?, nil): throw APIError.invalidBody("body.count", "expected an integer, found \(count.typeName)")
+            case (nil, let to?): throw APIError.invalidBody("body.to", "expected an element id string, found \(to.typeName)")
+            }
+            let stack = parameters[1]
+            change = { session throws(NavigationError) in try await session.pop(stack: stack, pop, ifMatch: ifMatch) }
+        case .push:
+            let body = try RequestBody.object(request, allowed: ["value"])
+            guard let value = body["value"] else { throw APIError.invalidBody("body.value", "missing; expected a path value such as {\"settings\":{}}") }
+            let target = parameters[1]
+            change = { session throws(NavigationError) in try await session.push(from: target, value: value, ifMatch: ifMatch) }
+        case .state:
+            let body = try RequestBody.object(request, allowed: ["state"])
+            guard let state = body["state"] else { throw APIError.invalidBody("body.state", "missing; expected the feature's state") }
+            change = { session throws(NavigationError) in try await session.replaceState(state, ifMatch: ifMatch) }
+        default:
+            throw APIError(404, "not_found", "no such endpoint")
+        }
+        Task {
+            do throws(NavigationError) {
+                var outcome = try await change(session)
+                if let wait { outcome = await session.waitForEffects(of: outcome, timeout: wait) }
+                answer.send(.json(status: 200, Self.outcomeBody(outcome), headers: ["ETag": "\"\(outcome.version)\""]))
+            } catch {
+                answer.fail(APIError(error))
+            }
+        }
+    }
+
+    /// `{"version":n,"events":[{"id","event","data"}…]}`, reusing each event's encoded data.
+    static func outcomeBody(_ outcome: NavigationSession.Outcome) -> [UInt8] {
+        var bytes = Array(#"{"version":"#.utf8)
+        JSONWriter.writeInt(outcome.version, into: &bytes)
+        bytes.append(contentsOf: #","events":["#.utf8)
+        for (index, event) in outcome.events.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: #"{"id":"#.utf8)
+            JSONWriter.writeInt(event.sequence, into: &bytes)
+            bytes.append(contentsOf: #","event":""#.utf8)
+            bytes.append(contentsOf: event.kind.rawValue.utf8)
+            bytes.append(contentsOf: #"","data":"#.utf8)
+            bytes.append(contentsOf: event.encodedData)
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(contentsOf: "]}".utf8)
+        return bytes
+    }
+
+    /// `If-Match: "5"` (also `W/"5"` or `5`); `*` matches any version.
+    static func ifMatch(_ request: HTTPRequest) throws(APIError) -> Int? {
+        guard let header = request.headers["If-Match"] else { return nil }
+        let trimmed = header.filter { $0 != " " }
+        if trimmed == "*" { return nil }
+        let unquoted = (trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed).filter { $0 != "\"" }
+        guard let version = Int(unquoted), version >= 0 else {
+            throw APIError(400, "bad_if_match", "If-Match must be a version such as \"3\", not \(header)")
+        }
+        return version
+    }
+
+    /// `?wait=true` waits for the effects the request started (at most `timeout`, or `?timeout=` seconds).
+    static func wait(_ request: HTTPRequest, limit: Duration) throws(APIError) -> Duration? {
+        guard let wait = request.queryValue("wait") else { return nil }
+        switch wait {
+        case "true", "1", "": break
+        case "false", "0": return nil
+        default: throw APIError(400, "bad_query", "wait must be true or false, not \(wait)")
+        }
+        guard let text = request.queryValue("timeout") else { return limit }
+        guard let seconds = Double(text), seconds > 0, seconds <= 60 else {
+            throw APIError(400, "bad_query", "timeout must be a number of seconds from 0 to 60, not \(text)")
+        }
+        return .milliseconds(Int(seconds * 1000))
+    }
+
+    // MARK: - Event stream
+
+    private func openStream(_ hosted: HostedSession, _ request: HTTPRequest, _ answer: Answer) throws(APIError) {
+        guard !lifecycle.isShuttingDown else { throw .shuttingDown }
+        let lastEventID = (request.headers["Last-Event-ID"] ?? request.queryValue("lastEventId")).map { Int($0.filter { $0 != " " }) ?? -1 }
+        var headers: HTTPHeaders = ["Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"]
+        for (name, value) in corsHeaders() { headers.set(name, value) }
+        let stream = answer.startStream(headers: headers)
+        metrics.streamOpened()
+        let events = hosted.events
+        let metrics = metrics
+        stream.onClose { reason in
+            events.remove(stream)
+            metrics.streamClosed()
+            if reason == .tooSlow { metrics.subscriberDropped() }
+            hosted.touch()
+        }
+        Task {
+            await hosted.navigation.attach(after: lastEventID) { start in
+                var first = ServerSentEvents.preamble
+                switch start {
+                case .resume(let missed): first += ServerSentEvents.frames(missed)
+                case .snapshot(let snapshot): ServerSentEvents.append(snapshot, to: &first)
+                }
+                if stream.isOpen { events.add(stream, first: first) }
+            }
+        }
+    }
+
+    // MARK: - CORS
+
+    private func allowed(_ route: Route) -> String {
+        (route.methods + ["OPTIONS"]).joined(separator: ", ")
+    }
+
+    func corsHeaders() -> [(String, String)] {
+        guard let origin = configuration.corsOrigin else { return [] }
+        var headers = [("Access-Control-Allow-Origin", origin), ("Access-Control-Expose-Headers", "Location, ETag")]
+        if origin != "*" { headers.append(("Vary", "Origin")) }
+        return headers
+    }
+
+    private func preflight(_ route: Route) -> HTTPResponse {
+        var response = HTTPResponse(status: 204, headers: ["Allow": allowed(route)])
+        if configuration.corsOrigin != nil {
+            response.headers.set("Access-Control-Allow-Methods", allowed(route))
+            response.headers.set("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, Last-Event-ID")
+            response.headers.set("Access-Control-Max-Age", "600")
+        }
+        return response
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+
+/// Every setting of `navd`: a flag, and for the ones a container sets, an environment variable.
+/// Flags win over the environment, the environment over defaults.
+public struct ServerConfiguration: Sendable, Equatable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var factBaseURL = URL(string: "http://numbersapi.com")!
+    public var factTimeout: Duration = .seconds(5)
+    public var connectDelay: Duration = .seconds(1)
+    public var alertDismissDelay: Duration = .seconds(3)
+    public var maxSessions: Int?
+    public var maxConnections: Int?
+    public var eventBuffer = 1024
+    /// Sessions nobody touched (no request, no open stream) for this long are ended.
+    public var idleSessionTTL: Duration? = .seconds(3600)
+    public var corsOrigin: String?
+    public var heartbeatInterval: Duration = .seconds(15)
+    public var waitTimeout: Duration = .seconds(10)
+    /// `--check-health`: ask a running server's `/healthz` and exit, for container health checks.
+    public var checkHealth = false
+    public var logRequests = true
+
+    public init() {}
+
+    /// A setting that cannot be used; `navd` prints it and exits with code 2.
+    public struct Invalid: Error, Equatable, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// What `--help` asks for.
+    public struct HelpRequested: Error {}
+
+    private struct Option: Sendable {
+        let flag: String
+        let environment: String?
+        let value: String
+        let help: String
+        let apply: @Sendable (inout ServerConfiguration, String) throws(Invalid) -> Void
+    }
+
+    private static let options: [Option] = [
+        Option(flag: "--host", environment: "NAVD_HOST", value: "ADDRESS", help: "address to listen on (default 127.0.0.1)") { config, value throws(Invalid) in
+            guard !value.isEmpty else { throw Invalid(description: "--host: must not be empty") }
+            config.host = value
+        },
+        Option(flag: "--port", environment: "PORT", value: "PORT", help: "TCP port, 0 for any free one (default 8080)") { config, value throws(Invalid) in
+            config.port = try integer(value, "--port", in: 0...65535)
+        },
+        Option(flag: "--fact-base-url", environment: "FACT_BASE_URL", value: "URL", help: "fact service; GET {url}/{n} (default http://numbersapi.com)") { config, value throws(Invalid) in
+            guard let url = URL(string: value), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil else {
+                throw Invalid(description: "--fact-base-url: \"\(value)\" is not an http(s) URL")
+            }
+            config.factBaseURL = url
+        },
+        Option(flag: "--fact-timeout-ms", environment: "FACT_TIMEOUT_MS", value: "MS", help: "fact service timeout (default 5000)") { config, value throws(Invalid) in
+            config.factTimeout = .milliseconds(try integer(value, "--fact-timeout-ms", in: 1...600_000))
+        },
+        Option(flag: "--connect-delay-ms", environment: "CONNECT_DELAY_MS", value: "MS", help: "how long joining a Wi-Fi network takes (default 1000)") { config, value throws(Invalid) in
+            config.connectDelay = .milliseconds(try integer(value, "--connect-delay-ms", in: 0...600_000))
+        },
+        Option(flag: "--alert-dismiss-ms", environment: "ALERT_DISMISS_MS", value: "MS", help: "how long the gallery's self-dismissing alert stays (default 3000)") { config, value throws(Invalid) in
+            config.alertDismissDelay = .milliseconds(try integer(value, "--alert-dismiss-ms", in: 0...600_000))
+        },
+        Option(flag: "--max-sessions", environment: "NAVD_MAX_SESSIONS", value: "N", help: "sessions at most; more are refused with 503 (default unlimited)") { config, value throws(Invalid) in
+            config.maxSessions = try integer(value, "--max-sessions", in: 1...100_000_000)
+        },
+        Option(flag: "--max-connections", environment: "NAVD_MAX_CONNECTIONS", value: "N", help: "open connections at most; more get 503 and are closed (default unlimited)") { config, value throws(Invalid) in
+            config.maxConnections = try integer(value, "--max-connections", in: 1...10_000_000)
+        },
+        Option(flag: "--event-buffer", environment: "NAVD_EVENT_BUFFER", value: "N", help: "events kept per session for resuming streams (default 1024)") { config, value throws(Invalid) in
+            config.eventBuffer = try integer(value, "--event-buffer", in: 0...1_000_000)
+        },
+        Option(flag: "--idle-session-ttl", environment: "NAVD_IDLE_SESSION_TTL", value: "SECONDS", help: "end sessions idle this long, 0 = never (default 3600)") { config, value throws(Invalid) in
+            let seconds = try integer(value, "--idle-session-ttl", in: 0...31_536_000)
+            config.idleSessionTTL = seconds == 0 ? nil : .seconds(seconds)
+        },
+        Option(flag: "--cors-origin", environment: "NAVD_CORS_ORIGIN", value: "ORIGIN", help: "allow browser pages from this origin, or * (default: no CORS)") { config, value throws(Invalid) in
+            guard value == "*" || value.hasPrefix("http://") || value.hasPrefix("https://") else {
+                throw Invalid(description: "--cors-origin: \"\(value)\" is neither * nor an http(s) origin")
+            }
+            config.corsOrigin = value
+        },
+        Option(flag: "--heartbeat-ms", environment: "NAVD_HEARTBEAT_MS", value: "MS", help: "comment line on idle event streams (default 15000)") { config, value throws(Invalid) in
+            config.heartbeatInterval = .milliseconds(try integer(value, "--heartbeat-ms", in: 10...15_000))
+        },
+        Option(flag: "--log-requests", environment: "NAVD_LOG_REQUESTS", value: "on|off", help: "one JSON line per request on stdout (default on)") { config, value throws(Invalid) in
+            switch value {
+            case "on", "true", "1": config.logRequests = true
+            case "off", "false", "0": config.logRequests = false
+            default: throw Invalid(description: "--log-requests: \"\(value)\" is neither on nor off")
+            }
+        },
+    ]
+
+    /// Reads the environment, then the flags.
+    public static func parse(arguments: [String], environment: [String: String]) throws -> ServerConfiguration {
+        var config = ServerConfiguration()
+        for option in options {
+            if let name = option.environment, let value = environment[name] {
+                do { try option.apply(&config, value) } catch {
+                    throw Invalid(description: "\(name): " + error.description.drop(while: { $0 != ":" }).dropFirst(2))
+                }
+            }
+        }
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            switch argument {
+            case "--help", "-h": throw HelpRequested()
+            case "--check-health": config.checkHealth = true; continue
+            default: break
+            }
+            let (flag, inline) = argument.split(separator: "=", maxSplits: 1).map(String.init).pair
+            guard let option = options.first(where: { $0.flag == flag }) else {
+                throw Invalid(description: "unknown option \(argument); see navd --help")
+            }
+            let value: String
+            if let inline {
+                value = inline
+            } else {
+                guard index < arguments.count else { throw Invalid(description: "\(flag) needs a value (\(option.value))") }
+                value = arguments[index]
+                index += 1
+            }
+            try option.apply(&config, value)
+        }
+        return config
+    }
+
+    public static var help: String {
+        var lines = [
+            "navd: a navigation-state server. Hosts feature models per session, takes user actions over",
+            "HTTP/JSON and streams present/dismiss/push/pop/state events over server-sent events.",
+            "",
+            "usage: navd [options]",
+            "       navd --check-health   (exit 0 if the server on --host/--port answers /healthz)",
+            "",
+            "options (flag, environment variable):",
+        ]
+        for option in options {
+            let flag = "  \(option.flag) \(option.value)".padding(toLength: 30, withPad: " ", startingAt: 0)
+            let environment = (option.environment ?? "").padding(toLength: 22, withPad: " ", startingAt: 0)
+            lines.append("\(flag)\(environment)\(option.help)")
+        }
+        lines.append("  --help                                            this text")
+        return lines.joined(separator: "\n")
+    }
+
+    private static func integer(_ text: String, _ flag: String, in range: ClosedRange<Int>) throws(Invalid) -> Int {
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
+            throw Invalid(description: "\(flag): \"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+}
+
+private extension Array where Element == String {
+    var pair: (String, String?) { (first ?? "", count > 1 ? self[1] : nil) }
+}
