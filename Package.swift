@@ -24,7 +24,7 @@ let package = Package(
         // Sessions, routes, configuration and metrics: wires the core and the features to HTTP.
         .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP"], swiftSettings: swiftSettings),
         // Loopback stubs shared by the test targets; never part of a product.
-        .target(name: "TestSupport", swiftSettings: swiftSettings),
+        .target(name: "TestSupport", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd", dependencies: ["NavServer"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),

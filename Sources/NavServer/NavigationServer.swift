@@ -35,6 +35,7 @@ public final class NavigationServer: Sendable {
         httpConfiguration.host = configuration.host
         httpConfiguration.port = configuration.port
         httpConfiguration.maxConnections = configuration.maxConnections
+        httpConfiguration.headerTimeout = configuration.headerTimeout
         http = HTTPServer(configuration: httpConfiguration, handler: handler)
         timers = DispatchQueue(label: "navd.timers")
     }

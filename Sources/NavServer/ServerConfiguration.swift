@@ -20,6 +20,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `--check-health`: ask a running server's `/healthz` and exit, for container health checks.
     public var checkHealth = false
     public var logRequests = true
+    /// How long a client may take to send a request's head (a slow-loris defence); not a flag.
+    public var headerTimeout: Duration = .seconds(10)
 
     public init() {}
 

@@ -1,0 +1,268 @@
+import Foundation
+@testable import NavServer
+import NavigationCore
+import Testing
+import TestSupport
+
+/// Every endpoint of API.md over a real loopback socket, with its success and its errors.
+@Suite(.serialized) struct EndpointTests {
+    @Test func healthReadinessAndFeatures() async throws {
+        let server = try TestServer()
+        let client = try server.client()
+        #expect(try await client.request("GET", "/healthz").json == json(#"{"status":"ok"}"#))
+        #expect(try await client.request("GET", "/readyz").status == 200)
+        let features = try await client.request("GET", "/features")
+        #expect(features.status == 200)
+        #expect(features.header("content-type") == "application/json; charset=utf-8")
+        let names = features.json["features"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []
+        #expect(Set(["app", "counter", "settings", "wifi", "gallery", "connect", "detail"]).isSubset(of: Set(names)))
+        let head = try await client.request("HEAD", "/features")
+        #expect(head.status == 200 && head.body.isEmpty && head.header("content-length") == String(features.body.count))
+        await server.stop()
+    }
+
+    @Test func createReadAndDeleteASession() async throws {
+        let server = try TestServer()
+        let client = try server.client()
+        let created = try await client.request("POST", "/sessions", json: #"{"feature":"app","state":{"path":[{"settings":{}}]}}"#)
+        #expect(created.status == 201)
+        let id = try #require(created.json["id"]?.stringValue)
+        let token = try #require(created.json["token"]?.stringValue)
+        #expect(id.count == 32 && token.count == 64)
+        #expect(created.header("location") == "/sessions/\(id)")
+        #expect(created.json["version"] == 0)
+        #expect(created.json["navigation"]?["stacks"]?[0]?["elements"]?.arrayValue?.count == 1)
+
+        let read = try await client.get("/sessions/\(id)", token: token)
+        #expect(read.status == 200)
+        #expect(read.json["feature"] == "app" && read.json["id"] == .string(id))
+        #expect(read.json["state"] == json(#"{"path":[{"settings":{"isOn":false}}]}"#))
+        #expect(read.header("etag") == "\"0\"")
+        #expect(try await client.get("/sessions/\(id)/navigation", token: token).json == read.json["navigation"])
+
+        #expect(try await client.request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
+        #expect(try await client.get("/sessions/\(id)", token: token).status == 404)
+        await server.stop()
+    }
+
+    @Test func createRejectsBadRequests() async throws {
+        let server = try TestServer()
+        let client = try server.client()
+        let cases: [(String, Int, String)] = [
+            (#"{"feature":"chess"}"#, 422, "unknown_feature"),
+            (#"{"feature":"app","state":{"path":[{"counter":{}},{"settings":{}},{"counter":{"count":"x"}}]}}"#, 422, "invalid_state"),
+            (#"{"state":{}}"#, 422, "invalid_request"),
+            (#"{"feature":"app","colour":1}"#, 422, "invalid_request"),
+            (#"{"feature":"#, 400, "malformed_json"),
+            (#"[1]"#, 422, "invalid_request"),
+        ]
+        for (body, status, code) in cases {
+            let response = try await client.request("POST", "/sessions", json: body)
+            #expect(response.status == status, "\(body)")
+            #expect(response.json["error"]?["code"] == .string(code), "\(body): \(response.text)")
+        }
+        let invalid = try await client.request("POST", "/sessions", json: #"{"feature":"app","state":{"path":[{"counter":{}},{"settings":{}},{"counter":{"count":"x"}}]}}"#)
+        #expect(invalid.json["error"]?["message"]?.stringValue?.hasPrefix("state.path[2].counter.count") == true)
+        let form = try await client.request("POST", "/sessions", headers: [("Content-Type", "text/plain")], body: Array(#"{"feature":"app"}"#.utf8))
+        #expect(form.status == 415)
+        #expect(try await client.request("POST", "/sessions").status == 400)
+        await server.stop()
+    }
+
+    @Test func tokensOpenOnlyTheirOwnSession() async throws {
+        let server = try TestServer()
+        let a = try await server.session("counter")
+        let b = try await server.session("counter")
+        let client = try server.client()
+        #expect(try await client.get("/sessions/\(a.id)", token: a.token).status == 200)
+        for (target, token) in [("/sessions/\(b.id)", a.token), ("/sessions/\(a.id)", b.token), ("/sessions/\(a.id)", nil), ("/sessions/\(a.id)", "x")] {
+            let response = try await client.get(target, token: token)
+            #expect(response.status == 401)
+            #expect(response.json["error"]?["code"] == "unauthorized")
+            #expect(response.header("www-authenticate") == "Bearer")
+        }
+        #expect(try await client.act(b.id, token: a.token, "incrementButtonTapped").status == 401)
+        #expect(try await client.get("/sessions/\(b.id)/events?token=\(a.token)", token: nil).status == 401)
+        #expect(try await client.get("/sessions/\(a.id)/navigation?token=\(a.token)", token: nil).status == 401, "?token= opens only the event stream")
+        #expect(try await client.get("/sessions/0123456789abcdef0123456789abcdef", token: a.token).status == 404)
+        #expect(try await client.get("/sessions/\(b.id)", token: b.token).json["version"] == 0, "b is untouched")
+        await server.stop()
+    }
+
+    @Test func actionsAnswerVersionAndEvents() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+        let response = try await client.act(id, token: token, "incrementButtonTapped")
+        #expect(response.status == 200)
+        #expect(response.json == json(#"{"version":1,"events":[{"id":1,"event":"state","data":{"feature":"root","changes":{"count":1}}}]}"#))
+
+        let errors: [(String, String, Int, String)] = [
+            ("fly", "{}", 422, "unknown_action"),
+            ("incrementButtonTapped", #"{"by":2}"#, 422, "invalid_argument"),
+        ]
+        for (action, args, status, code) in errors {
+            let refused = try await client.act(id, token: token, action, args: args)
+            #expect(refused.status == status && refused.json["error"]?["code"] == .string(code), "\(refused.text)")
+        }
+        #expect(try await client.act(id, token: token, "incrementButtonTapped", target: "p99").status == 409)
+        #expect(try await client.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root"}"#).status == 422)
+        #expect(try await client.get("/sessions/\(id)", token: token).json["state"]?["count"] == 1, "refusals changed nothing")
+        await server.stop()
+    }
+
+    @Test func waitTrueReturnsTheEffectsEventsToo() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("counter", state: #"{"count":7}"#)
+        let client = try server.client()
+        let response = try await client.act(id, token: token, "factButtonTapped", query: "?wait=true")
+        #expect(response.status == 200)
+        let kinds = response.json["events"]?.arrayValue?.compactMap { $0["event"]?.stringValue }
+        #expect(kinds == ["state", "present", "state"])
+        let fact = try #require(presentation("destination.fact", in: await client.get("/sessions/\(id)/navigation", token: token).json))
+        #expect(fact["state"] == json(#"{"value":"7 is a stub number."}"#))
+        #expect(fact["style"] == "sheet")
+        #expect(server.facts.requestedPaths == ["/7"])
+        await server.stop()
+    }
+
+    @Test func ifMatchGuardsAgainstLostUpdates() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+        let ok = try await client.request("POST", "/sessions/\(id)/actions", token: token,
+                                    json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", "\"0\"")])
+        #expect(ok.status == 200 && ok.header("etag") == "\"1\"")
+        let stale = try await client.request("POST", "/sessions/\(id)/actions", token: token,
+                                       json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", "\"0\"")])
+        #expect(stale.status == 412 && stale.json["error"]?["code"] == "version_mismatch")
+        let garbage = try await client.request("POST", "/sessions/\(id)/actions", token: token,
+                                         json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", "yesterday")])
+        #expect(garbage.status == 400)
+        #expect(try await client.get("/sessions/\(id)", token: token).json["version"] == 1)
+        await server.stop()
+    }
+
+    @Test func bindingsDismissalsPopsAndPushes() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("app", state: #"{"path":[{"counter":{"destination":{"settings":{}}}},{"counter":{"destination":{"fact":{"value":"x"}}}}]}"#)
+        let client = try server.client()
+        var tree = try await client.get("/sessions/\(id)/navigation", token: token).json
+        let stack = try #require(tree["stacks"]?[0]?["id"]?.stringValue)
+        let elements = tree["stacks"]?[0]?["elements"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+        let settings = try #require(presentation("destination.settings", in: tree)?["id"]?.stringValue)
+        let fact = try #require(presentation("destination.fact", in: tree)?["id"]?.stringValue)
+
+        let bound = try await client.request("PUT", "/sessions/\(id)/features/\(settings)/bindings/isOn", token: token, json: "true")
+        #expect(bound.json["events"]?[0]?["data"] == json(#"{"feature":"\#(settings)","changes":{"isOn":true}}"#))
+        #expect(try await client.request("PUT", "/sessions/\(id)/features/\(settings)/bindings/isOn", token: token, json: #""yes""#).status == 422)
+        #expect(try await client.request("PUT", "/sessions/\(id)/features/\(settings)/bindings/nope", token: token, json: "1").status == 422)
+        #expect(try await client.request("PUT", "/sessions/\(id)/features/p404/bindings/isOn", token: token, json: "true").status == 409)
+
+        let dismissed = try await client.request("POST", "/sessions/\(id)/presentations/\(fact)/dismiss", token: token, json: "")
+        #expect(dismissed.status == 200)
+        #expect(dismissed.json["events"]?[0]?["data"] == json(#"{"id":"\#(fact)","origin":"client"}"#))
+        let again = try await client.request("POST", "/sessions/\(id)/presentations/\(fact)/dismiss", token: token, json: "{}")
+        #expect(again.status == 409 && again.json["error"]?["code"] == "not_presented")
+
+        let pushed = try await client.request("POST", "/sessions/\(id)/features/\(settings)/push", token: token, json: #"{"value":{"settings":{}}}"#)
+        #expect(pushed.json["events"]?[0]?["event"] == "push")
+        let rejected = try await client.request("POST", "/sessions/\(id)/features/root/push", token: token, json: #"{"value":{"wifi":{}}}"#)
+        #expect(rejected.status == 422 && rejected.json["error"]?["code"] == "not_accepted")
+
+        let popped = try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: #"{"to":"\#(elements[0])"}"#)
+        let popEvent = popped.json["events"]?.arrayValue?.first { $0["event"] == "pop" }
+        #expect(popEvent?["data"]?["ids"]?.arrayValue?.count == 2)
+        #expect(popEvent?["data"]?["origin"] == "client")
+        #expect(try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: #"{"count":5}"#).status == 422)
+        #expect(try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: #"{"count":1,"to":"e1"}"#).status == 422)
+        #expect(try await client.request("POST", "/sessions/\(id)/stacks/s999/pop", token: token, json: #"{"count":1}"#).status == 409)
+        #expect(try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: #"{"count":1}"#).status == 200)
+
+        let replaced = try await client.request("PUT", "/sessions/\(id)/state", token: token, json: #"{"state":{"path":[{"settings":{"isOn":true}}]}}"#)
+        #expect(replaced.json["events"]?.arrayValue?.compactMap { $0["event"]?.stringValue } == ["push"])
+        #expect(try await client.request("PUT", "/sessions/\(id)/state", token: token, json: #"{"state":{"path":3}}"#).status == 422)
+        tree = try await client.get("/sessions/\(id)/navigation", token: token).json
+        #expect(tree["stacks"]?[0]?["elements"]?[0]?["state"] == json(#"{"isOn":true}"#))
+        await server.stop()
+    }
+
+    @Test func alertButtonsOverHTTP() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("wifi", state: #"{"selectedNetworkID":"n2","destination":{"detail":{"network":{"id":"n2","name":"Blob Café","isSecured":false,"connectivity":0.75},"forgetAlertIsPresented":true}}}"#)
+        let client = try server.client()
+        let tree = try await client.get("/sessions/\(id)/navigation", token: token).json
+        let alert = try #require(presentation("forgetAlertIsPresented", in: tree))
+        #expect(alert["alert"]?["buttons"] == json(#"[{"id":"cancel","label":"Cancel","role":"cancel"},{"id":"forget","label":"Forget","role":"destructive"}]"#))
+        let unknown = try await client.request("POST", "/sessions/\(id)/presentations/\(alert["id"]?.stringValue ?? "")/dismiss", token: token, json: #"{"button":"maybe"}"#)
+        #expect(unknown.status == 422)
+        let forgot = try await client.request("POST", "/sessions/\(id)/presentations/\(alert["id"]?.stringValue ?? "")/dismiss", token: token, json: #"{"button":"forget"}"#)
+        #expect(forgot.json["events"]?.arrayValue?.compactMap { $0["event"]?.stringValue } == ["dismiss", "dismiss", "state"])
+        #expect(try await client.get("/sessions/\(id)", token: token).json["state"]?["selectedNetworkID"] == .null)
+        await server.stop()
+    }
+
+    @Test func unknownPathsAndMethods() async throws {
+        let server = try TestServer()
+        let client = try server.client()
+        let missing = try await client.request("GET", "/nope")
+        #expect(missing.status == 404 && missing.json["error"]?["code"] == "not_found")
+        let wrongMethod = try await client.request("DELETE", "/features")
+        #expect(wrongMethod.status == 405)
+        #expect(wrongMethod.header("allow") == "GET, HEAD, OPTIONS")
+        let put = try await client.request("PUT", "/sessions", json: "{}")
+        #expect(put.status == 405 && put.header("allow") == "POST, OPTIONS")
+        await server.stop()
+    }
+
+    @Test func corsPreflightAndHeaders() async throws {
+        let server = try TestServer { $0.corsOrigin = "https://app.example" }
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+        let preflight = try await client.request("OPTIONS", "/sessions/\(id)/actions", headers: [
+            ("Origin", "https://app.example"), ("Access-Control-Request-Method", "POST"),
+            ("Access-Control-Request-Headers", "authorization, content-type"),
+        ])
+        #expect(preflight.status == 204)
+        #expect(preflight.header("access-control-allow-origin") == "https://app.example")
+        #expect(preflight.header("access-control-allow-methods")?.contains("POST") == true)
+        #expect(preflight.header("access-control-allow-headers")?.contains("Authorization") == true)
+        let acted = try await client.act(id, token: token, "incrementButtonTapped")
+        #expect(acted.header("access-control-allow-origin") == "https://app.example")
+        let stream = try server.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)", headers: [("Origin", "https://app.example")]))
+        let head = try await stream.readResponse()
+        #expect(head.status == 200)
+        #expect(head.header("access-control-allow-origin") == "https://app.example")
+        await server.stop()
+    }
+
+    @Test func metricsExposeTrafficSessionsStreamsEventsAndFacts() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+        _ = try await client.act(id, token: token, "incrementButtonTapped")
+        _ = try await client.act(id, token: token, "factButtonTapped", query: "?wait=true")
+        let stream = try server.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)"))
+        _ = try await stream.readResponse()
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+        let metrics = try await client.request("GET", "/metrics")
+        #expect(metrics.header("content-type")?.hasPrefix("text/plain; version=0.0.4") == true)
+        let text = metrics.text
+        for line in [
+            #"navd_http_requests_total{route="actions",status="2xx"} 2"#,
+            #"navd_http_requests_total{route="sessions",status="2xx"} 1"#,
+            "navd_sessions_open 1",
+            "navd_event_streams_open 1",
+            #"navd_events_emitted_total{type="present"} 1"#,
+            #"navd_fact_fetches_total{outcome="success"} 1"#,
+            "navd_event_stream_subscribers_dropped_total 0",
+            "# TYPE navd_http_request_duration_seconds histogram",
+            #"navd_http_request_duration_seconds_count{route="actions"} 2"#,
+        ] {
+            #expect(text.contains(line), "missing: \(line)")
+        }
+        await server.stop()
+    }
+}

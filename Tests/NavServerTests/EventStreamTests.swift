@@ -1,0 +1,123 @@
+import Foundation
+@testable import NavServer
+import NavigationCore
+import Testing
+import TestSupport
+
+/// The event stream as API.md describes it, read off real sockets.
+@Suite(.serialized) struct EventStreamTests {
+    /// Opens a stream and returns the client, positioned after the response head.
+    func subscribe(_ server: TestServer, _ id: String, _ token: String, lastEventID: Int? = nil, viaHeader: Bool = true) async throws -> LoopbackClient {
+        let client = try server.client()
+        var headers: [(String, String)] = []
+        var target = "/sessions/\(id)/events"
+        if viaHeader {
+            headers.append(("Authorization", "Bearer \(token)"))
+            if let lastEventID { headers.append(("Last-Event-ID", String(lastEventID))) }
+        } else {
+            target += "?token=\(token)" + (lastEventID.map { "&lastEventId=\($0)" } ?? "")
+        }
+        try await client.send(LoopbackClient.format("GET", target, headers: headers))
+        let head = try await client.readResponse()
+        #expect(head.status == 200)
+        #expect(head.header("content-type") == "text/event-stream; charset=utf-8")
+        #expect(head.header("cache-control") == "no-cache")
+        return client
+    }
+
+    @Test func aFreshStreamStartsWithRetryAndASnapshotThenLiveEvents() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("counter")
+        let stream = try await subscribe(server, id, token, viaHeader: false)
+        let snapshot = try #require(try await stream.readEvents { _ in true }.first)
+        #expect(snapshot.name == "snapshot" && snapshot.id == 0)
+        #expect(snapshot.data["navigation"]?["feature"] == "counter")
+        _ = try await server.client().act(id, token: token, "settingsButtonTapped")
+        let events = try await stream.readEvents { $0.name == "present" }
+        #expect(events.map(\.name) == ["present"])
+        #expect(events[0].id == 1 && events[0].data["slot"] == "destination.settings" && events[0].data["parent"] == "root")
+        await server.stop()
+    }
+
+    @Test func resumingSendsEverythingAfterTheIdAndNothingTwice() async throws {
+        let server = try TestServer { $0.eventBuffer = 4 }
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+        for _ in 0..<6 { _ = try await client.act(id, token: token, "incrementButtonTapped") }
+        let resumed = try await subscribe(server, id, token, lastEventID: 3)
+        let replay = try await resumed.readEvents { $0.id == 6 }
+        #expect(replay.map(\.id) == [4, 5, 6])
+        #expect(replay.map(\.name) == ["state", "state", "state"])
+        _ = try await client.act(id, token: token, "incrementButtonTapped")
+        #expect(try await resumed.readEvents { _ in true }.map(\.id) == [7])
+
+        for stale in ["1", "99", "banana"] {
+            let fresh = try server.client()
+            try await fresh.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)&lastEventId=\(stale)"))
+            _ = try await fresh.readResponse()
+            let first = try #require(try await fresh.readEvents { _ in true }.first)
+            #expect(first.name == "snapshot" && first.id == 7, "Last-Event-ID \(stale)")
+        }
+        let upToDate = try await subscribe(server, id, token, lastEventID: 7, viaHeader: false)
+        _ = try await client.act(id, token: token, "decrementButtonTapped")
+        #expect(try await upToDate.readEvents { _ in true }.map(\.id) == [8])
+        await server.stop()
+    }
+
+    @Test func twoSubscribersConvergeOnTheServersTree() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("app")
+        let first = try await subscribe(server, id, token)
+        let client = try server.client()
+        _ = try await client.act(id, token: token, "counterButtonTapped")
+        let second = try await subscribe(server, id, token)
+        let tree0 = try await client.get("/sessions/\(id)/navigation", token: token).json
+        let counter = try #require(tree0["stacks"]?[0]?["elements"]?[0]?["id"]?.stringValue)
+        _ = try await client.act(id, token: token, "settingsButtonTapped", target: counter)
+        _ = try await client.act(id, token: token, "counterButtonTapped")
+        _ = try await client.act(id, token: token, "incrementButtonTapped", target: counter)
+        let stack = try #require(tree0["stacks"]?[0]?["id"]?.stringValue)
+        _ = try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: #"{"count":2}"#)
+        let finalSequence = 1 + 1 + 1 + 1 + 2  // push, present, push, state, dismiss+pop
+        let expected = try await client.get("/sessions/\(id)/navigation", token: token).json
+
+        for stream in [first, second] {
+            let events = try await stream.readEvents { $0.id == finalSequence }
+            var replica: NavigationReplica?
+            for event in events {
+                if event.name == "snapshot" {
+                    replica = try NavigationReplica(navigation: event.data["navigation"] ?? .null)
+                } else {
+                    try replica?.apply(event: event.name, data: event.data)
+                }
+            }
+            #expect(replica?.navigation == expected)
+        }
+        await server.stop()
+    }
+
+    @Test func deletingASessionSendsEndAndClosesItsStreams() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("counter")
+        let stream = try await subscribe(server, id, token)
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+        #expect(try await server.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
+        let end = try await stream.readEvents { $0.name == "end" }
+        #expect(end.last?.data == json("{}"))
+        #expect(await stream.readUntilClosed())
+        await server.stop()
+    }
+
+    @Test func idleStreamsGetHeartbeats() async throws {
+        let server = try TestServer { $0.heartbeatInterval = .milliseconds(100) }
+        let (id, token) = try await server.session("counter")
+        let stream = try await subscribe(server, id, token)
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+        try await Task.sleep(for: .milliseconds(350))
+        _ = try await server.client().act(id, token: token, "incrementButtonTapped")
+        _ = try await stream.readEvents { $0.name == "state" }
+        // The heartbeats arrived before the state event, as comment lines.
+        #expect(stream.commentsSeen >= 2)
+        await server.stop()
+    }
+}
