@@ -52,9 +52,9 @@ enum ASCII {
 
     /// Case-insensitive comparison of two header names.
     static func namesEqual(_ left: String, _ right: String) -> Bool {
+        guard left.utf8.count == right.utf8.count else { return false }
         var leftBytes = left.utf8.makeIterator()
         var rightBytes = right.utf8.makeIterator()
-        guard left.utf8.count == right.utf8.count else { return false }
         while let a = leftBytes.next(), let b = rightBytes.next() {
             if a != b && lowercased(a) != lowercased(b) { return false }
         }

@@ -1,8 +1,20 @@
 import Glibc
 import Synchronization
 
-/// A non-blocking HTTP/1.1 server with server-sent-event streams. A fixed set of event-loop
-/// threads (one epoll instance each) serve every connection; the handler is called on them.
+/// A non-blocking HTTP/1.1 server with server-sent-event streams, knowing nothing of the
+/// application.
+///
+/// A fixed set of event-loop threads, one epoll instance each, serve every connection; the
+/// handler is called on them and must not block. All loops watch the one listening socket
+/// (EPOLLEXCLUSIVE) and deal accepted connections round-robin, so each connection is owned by
+/// exactly one loop for its life. Input is read into a per-loop buffer and only unparsed
+/// leftovers stay with a connection, so an idle connection or event stream costs well under
+/// a kilobyte.
+///
+/// Protocol choices: lines must end in CRLF (a bare LF is a 400); a missing Host header is
+/// tolerated; 204 and 304 responses carry no body and no Content-Length; every other response
+/// gets Content-Length, except event streams, which are raw bytes until the connection closes.
+/// Call `finishShutdown` before dropping a started server: its loops run until then.
 public final class HTTPServer: Sendable {
     private enum Phase {
         case idle

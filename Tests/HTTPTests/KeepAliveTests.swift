@@ -75,4 +75,26 @@ import Testing
             #expect(TestHandler.eventually { server.openConnectionCount == 0 })
         }
     }
+
+    @Test func handlerSeesRequestDetailsAndPeerAddress() throws {
+        final class Inspect: HTTPHandler {
+            func handle(_ request: HTTPRequest, responder: HTTPResponder) {
+                let text = "\(request.version)|\(request.headers["x-one"] ?? "-")|\(request.headers.values("X-Two"))|"
+                    + "\(responder.remoteAddress)"
+                responder.respond(HTTPResponse(status: 200, headers: ["Content-Length": "999"], body: Array(text.utf8)))
+            }
+        }
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: Inspect())
+        try server.start()
+        defer { server.finishShutdown(deadline: .now + .seconds(1)) }
+        let client = try TestClient(port: server.port)
+        try client.send("GET / HTTP/1.1\r\nX-One: 1\r\nX-Two: a\r\nx-two: b\r\n\r\n")
+        let response = try client.readResponse()
+        // The handler's wrong Content-Length is replaced by the real one.
+        #expect(response.headers.values("Content-Length") == ["\(response.body.count)"])
+        let parts = response.bodyText.split(separator: "|").map(String.init)
+        #expect(parts.count == 4)
+        #expect(parts.prefix(3) == ["HTTP/1.1", "1", "[\"a\", \"b\"]"])
+        #expect(parts.last?.hasPrefix("127.0.0.1:") == true)
+    }
 }
