@@ -1,0 +1,61 @@
+import Dispatch
+import Foundation
+import NavServer
+
+/// `navd`: parse the configuration, serve until SIGTERM or SIGINT, then shut down gracefully.
+///
+/// The signal handlers are `@Sendable` closures on purpose: `main` runs on the main actor, and a
+/// closure inheriting that isolation would trap when a dispatch queue runs it.
+@main
+enum Navd {
+    static func main() {
+        let configuration: ServerConfiguration
+        do {
+            configuration = try ServerConfiguration.parse(
+                arguments: Array(CommandLine.arguments.dropFirst()),
+                environment: ProcessInfo.processInfo.environment
+            )
+        } catch is ServerConfiguration.HelpRequested {
+            print(ServerConfiguration.help)
+            exit(0)
+        } catch {
+            FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
+            exit(2)
+        }
+
+        if configuration.checkHealth {
+            exit(HealthCheck.run(configuration) ? 0 : 1)
+        }
+
+        let server = NavigationServer(configuration: configuration)
+        do {
+            try server.start()
+        } catch {
+            FileHandle.standardError.write(Data("navd: cannot listen on \(configuration.host):\(configuration.port): \(error)\n".utf8))
+            exit(1)
+        }
+        say(#"{"event":"listening","host":"\#(configuration.host)","port":\#(server.port)}"#)
+
+        // Signals arrive on a queue, not in a handler: the shutdown is ordinary code.
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
+        signal(SIGPIPE, SIG_IGN)
+        let sources = [SIGTERM, SIGINT].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { @Sendable in
+                Task {
+                    await server.shutdown(grace: .seconds(4))
+                    say(#"{"event":"stopped"}"#)
+                    exit(0)
+                }
+            }
+            source.resume()
+            return source
+        }
+        withExtendedLifetime(sources) { dispatchMain() }
+    }
+
+    private static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data(line.utf8 + [0x0A]))
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import NavigationCore
+import Testing
+import TestSupport
+
+/// The `navd` executable itself: its flags, its health check and its shutdown on SIGTERM.
+@Suite(.serialized) struct ProcessTests {
+    /// The binary `swift build` put next to the test bundle.
+    static var navd: URL? {
+        let candidates = [
+            Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("navd"),
+            URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/navd"),
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }
+
+    final class Running: @unchecked Sendable {
+        let process = Process()
+        let output = Pipe()
+        let errors = Pipe()
+        var port = 0
+
+        init(_ arguments: [String], environment: [String: String] = [:]) throws {
+            guard let navd = ProcessTests.navd else { throw LoopbackClient.Failure(description: "navd binary not built") }
+            process.executableURL = navd
+            process.arguments = arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            process.standardOutput = output
+            process.standardError = errors
+            try process.run()
+        }
+
+        /// Reads the `listening` line for the port.
+        func waitUntilListening() throws {
+            var seen = Data()
+            while !seen.contains(0x0A) {
+                let chunk = output.fileHandleForReading.availableData
+                guard !chunk.isEmpty else { throw LoopbackClient.Failure(description: "navd exited: \(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))") }
+                seen += chunk
+            }
+            let line = seen.prefix { $0 != 0x0A }
+            port = (try? JSONParser.parse(Array(line)))?["port"]?.intValue ?? 0
+        }
+
+        func wait(timeout: Duration) async -> Bool {
+            let deadline = ContinuousClock.now + timeout
+            while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+            return !process.isRunning
+        }
+    }
+
+    @Test func sigtermEndsStreamsAndExitsZeroWithinFiveSeconds() async throws {
+        let navd = try Running(["--port", "0", "--log-requests", "off", "--fact-base-url", "http://127.0.0.1:9"])
+        try navd.waitUntilListening()
+        let created = try await LoopbackClient(port: navd.port).request("POST", "/sessions", json: #"{"feature":"counter"}"#)
+        let id = try #require(created.json["id"]?.stringValue)
+        let token = try #require(created.json["token"]?.stringValue)
+        let stream = try LoopbackClient(port: navd.port)
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)"))
+        _ = try await stream.readResponse()
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+
+        let signalled = ContinuousClock.now
+        navd.process.terminate()  // SIGTERM
+        let end = try await stream.readEvents { $0.name == "end" }
+        #expect(end.last?.name == "end")
+        #expect(await navd.wait(timeout: .seconds(5)))
+        #expect(ContinuousClock.now - signalled < .seconds(5))
+        #expect(navd.process.terminationStatus == 0)
+        #expect(navd.process.terminationReason == .exit)
+    }
+
+    @Test func badSettingsExitWithCode2AndSayWhy() async throws {
+        for (arguments, environment, fragment) in [
+            (["--port", "70000"], [String: String](), "--port"),
+            (["--fact-base-url", "ftp://x"], [:], "--fact-base-url"),
+            (["--bogus"], [:], "unknown option"),
+            ([], ["PORT": "eighty"], "PORT"),
+            (["--max-sessions"], [:], "needs a value"),
+        ] {
+            let navd = try Running(arguments, environment: environment)
+            #expect(await navd.wait(timeout: .seconds(5)))
+            #expect(navd.process.terminationStatus == 2, "\(arguments) \(environment)")
+            let message = String(decoding: navd.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(message.contains(fragment), "\(message)")
+        }
+    }
+
+    @Test func helpListsEverySetting() async throws {
+        let navd = try Running(["--help"])
+        #expect(await navd.wait(timeout: .seconds(5)))
+        #expect(navd.process.terminationStatus == 0)
+        let help = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        for flag in ["--host", "NAVD_HOST", "--port", "PORT", "--fact-base-url", "FACT_BASE_URL", "--connect-delay-ms",
+                     "CONNECT_DELAY_MS", "--max-sessions", "--max-connections", "--event-buffer", "--idle-session-ttl", "--cors-origin"] {
+            #expect(help.contains(flag), "\(flag)")
+        }
+    }
+
+    @Test func checkHealthAsksTheRunningServer() async throws {
+        let navd = try Running(["--port", "0", "--log-requests", "off"])
+        try navd.waitUntilListening()
+        let healthy = try Running(["--check-health", "--port", String(navd.port)])
+        #expect(await healthy.wait(timeout: .seconds(5)))
+        #expect(healthy.process.terminationStatus == 0)
+        navd.process.terminate()
+        #expect(await navd.wait(timeout: .seconds(5)))
+        let unhealthy = try Running(["--check-health", "--port", String(navd.port)])
+        #expect(await unhealthy.wait(timeout: .seconds(5)))
+        #expect(unhealthy.process.terminationStatus == 1)
+    }
+
+    @Test func requestsAreLoggedAsJSONLinesWithoutTokens() async throws {
+        let navd = try Running(["--port", "0"])
+        try navd.waitUntilListening()
+        let created = try await LoopbackClient(port: navd.port).request("POST", "/sessions", json: #"{"feature":"counter"}"#)
+        let id = try #require(created.json["id"]?.stringValue)
+        let token = try #require(created.json["token"]?.stringValue)
+        let client = try LoopbackClient(port: navd.port)
+        _ = try await client.request("GET", "/sessions/\(id)/navigation?token=\(token)&x=1")
+        _ = try await client.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        navd.process.terminate()
+        #expect(await navd.wait(timeout: .seconds(5)))
+        let log = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(!log.contains(token))
+        let lines = log.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+        let requests = lines.filter { $0["method"] != nil }
+        #expect(requests.count == 3)
+        #expect(requests.contains { $0["path"] == .string("/sessions/\(id)/navigation?x=1") && $0["status"] == 401 })
+        #expect(requests.allSatisfy { $0["duration_ms"] != nil && $0["status"] != nil })
+    }
+}
