@@ -1,6 +1,7 @@
 import Features
 @testable import NavigationCore
 import Testing
+import TestSupport
 
 /// Seeded random walks over app, wifi and gallery mixing actions, bindings, dismissals, pops,
 /// pushes and deep links. After every step the replica built from the emitted events must equal
@@ -119,24 +120,5 @@ import Testing
         case "style": .string(PresentationStyle.allCases[random.next(below: PresentationStyle.allCases.count)].rawValue)
         default: .null
         }
-    }
-}
-
-/// A small, seedable generator, so a failing walk can be replayed exactly.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func next(below bound: Int) -> Int {
-        Int(next() % UInt64(max(bound, 1)))
     }
 }

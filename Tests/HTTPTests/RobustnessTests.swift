@@ -1,6 +1,7 @@
 import Glibc
 import HTTP
 import Testing
+import TestSupport
 
 @Suite struct RobustnessTests {
     /// Sends hostile bytes on a fresh connection and returns the status of the answer, if any.
@@ -58,7 +59,7 @@ import Testing
 
     @Test func seededFuzzNeverBreaksTheServer() throws {
         try withServer({ $0.maxHeaderBytes = 2048; $0.maxRequestLineBytes = 512 }) { server, _ in
-            var random = SplitMix(seed: 0x5EED)
+            var random = SplitMix64(seed: 0x5EED)
             let pieces = ["GET", "POST", " ", "/", "/echo", "?a=%", "%41", "HTTP/1.1", "HTTP/1.0", "\r\n", "\n", "\r",
                           "Host: x", "Content-Length: ", "5", "-1", "Transfer-Encoding: chunked", "0", ";", ":",
                           "\u{0}", "é", "\u{7F}", "Expect: 100-continue", "Connection: close", "\r\n\r\n", "abcde"]
@@ -107,18 +108,5 @@ import Testing
         usleep(20_000)
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
         setsockopt(client.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
-    }
-}
-
-/// A small deterministic generator, so fuzz runs repeat exactly.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var value = state
-        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-        return value ^ (value >> 31)
     }
 }
