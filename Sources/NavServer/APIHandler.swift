@@ -224,31 +224,37 @@ final class APIHandler: HTTPHandler {
         return bytes
     }
 
-    /// `If-Match: "5"` (also `W/"5"` or `5`); `*` matches any version.
+    /// `If-Match: "5"` (also `W/"5"` or `5`); `*` matches any version. Anything else is 400; a
+    /// version too large to be one this server ever issued simply does not match (412).
     static func ifMatch(_ request: HTTPRequest) throws(APIError) -> Int? {
         guard let header = request.headers["If-Match"] else { return nil }
-        let trimmed = header.filter { $0 != " " }
-        if trimmed == "*" { return nil }
-        let unquoted = (trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed).filter { $0 != "\"" }
-        guard let version = Int(unquoted), version >= 0 else {
-            throw APIError(400, "bad_if_match", "If-Match must be a version such as \"3\", not \(header)")
+        var tag = Substring(header.trimmingCharacters(in: .whitespaces))
+        if tag == "*" { return nil }
+        if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
+        if tag.count >= 2, tag.first == "\"", tag.last == "\"" { tag = tag.dropFirst().dropLast() }
+        guard !tag.isEmpty, tag.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            throw APIError(400, "bad_if_match", "If-Match must be * or a version such as \"3\", not \(header)")
         }
-        return version
+        return Int(tag) ?? Int.max
     }
 
     /// `?wait=true` waits for the effects the request started (at most `timeout`, or `?timeout=` seconds).
     static func wait(_ request: HTTPRequest, limit: Duration) throws(APIError) -> Duration? {
+        // `timeout` is checked even without `wait`: a malformed query is refused, never ignored.
+        var timeout = limit
+        if let text = request.queryValue("timeout") {
+            let isDecimal = text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || ".eE+-".utf8.contains($0) }
+            guard isDecimal, let seconds = Double(text), seconds > 0, seconds <= 60 else {
+                throw APIError(400, "bad_query", "timeout must be a number of seconds from 0 to 60, not \(text)")
+            }
+            timeout = .milliseconds(Int(seconds * 1000))
+        }
         guard let wait = request.queryValue("wait") else { return nil }
         switch wait {
-        case "true", "1", "": break
+        case "true", "1", "": return timeout
         case "false", "0": return nil
         default: throw APIError(400, "bad_query", "wait must be true or false, not \(wait)")
         }
-        guard let text = request.queryValue("timeout") else { return limit }
-        guard let seconds = Double(text), seconds > 0, seconds <= 60 else {
-            throw APIError(400, "bad_query", "timeout must be a number of seconds from 0 to 60, not \(text)")
-        }
-        return .milliseconds(Int(seconds * 1000))
     }
 
     // MARK: - Event stream
