@@ -15,14 +15,26 @@ WORKDIR /src
 COPY Package.swift ./
 COPY Tests ./Tests
 COPY Sources ./Sources
-# Stripped: the symbol table is about 13 MB of a 70 MB binary (34 MB of it is the ICU data
-# Foundation links in), and the image has to stay under 150 MB. Crash backtraces then show
-# addresses; symbolicate them against an unstripped build of the same commit.
+# Linked with the toolchain's lld instead of SwiftPM's default gold so that the PIE's ~77,000
+# relative relocations are packed as DT_RELR (-z pack-relative-relocs): .rela.dyn shrinks from
+# 1.9 MB to 34 kB, the binary stays position-independent (ASLR kept), and bookworm's glibc 2.36
+# understands DT_RELR. --gc-sections needs no flag: SwiftPM passes it to every release link.
+# Stripped: the symbol table and DWARF are 15.6 MB of the 73 MB binary. Of the 57.7 MB left,
+# 34 MB is the ICU data `import Foundation` links in. Crash backtraces show addresses;
+# symbolicate them against an unstripped build of the same commit and flags.
+# `navd --help` proves the binary loads and runs before it leaves the build stage.
 RUN swift build -c release --static-swift-stdlib --product navd \
+      -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs \
  && install -D -m 0755 "$(swift build -c release --static-swift-stdlib --show-bin-path)/navd" /out/navd \
- && strip --strip-all /out/navd
+ && strip --strip-all /out/navd \
+ && /out/navd --help >/dev/null
 
 FROM debian:bookworm-slim
+# Nothing to trim: the slim base's dpkg configuration (/etc/dpkg/dpkg.cfg.d/) already keeps
+# docs, man pages and locales from landing; only each package's copyright file does (0.4 MB,
+# kept for the licence notices). This layer is 13.8 MB: the libraries libcurl needs (libcrypto
+# alone is 4.7 MB), openssl's CLI (ca-certificates depends on it) and dpkg's and debconf's
+# bookkeeping. With the base (77 MB) and navd (57.7 MB) the image is about 149 MB.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates libcurl4 \
  && rm -rf /var/lib/apt/lists/* /var/log/apt/* /var/log/dpkg.log /var/cache/debconf/*-old \
