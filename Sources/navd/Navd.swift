@@ -8,6 +8,10 @@ import NavServer
 /// closure inheriting that isolation would trap when a dispatch queue runs it.
 @main
 enum Navd {
+    /// Kept for the life of the process: `dispatchMain()` never returns, so a local would be
+    /// released early by the optimizer and the signals would go unanswered.
+    nonisolated(unsafe) private static var signalSources: [any DispatchSourceSignal] = []
+
     static func main() {
         let configuration: ServerConfiguration
         do {
@@ -40,7 +44,7 @@ enum Navd {
         signal(SIGTERM, SIG_IGN)
         signal(SIGINT, SIG_IGN)
         signal(SIGPIPE, SIG_IGN)
-        let sources = [SIGTERM, SIGINT].map { number in
+        signalSources = [SIGTERM, SIGINT].map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { @Sendable in
                 Task {
@@ -52,7 +56,7 @@ enum Navd {
             source.resume()
             return source
         }
-        withExtendedLifetime(sources) { dispatchMain() }
+        dispatchMain()
     }
 
     private static func say(_ line: String) {

@@ -5,8 +5,10 @@ import TestSupport
 
 /// The `navd` executable itself: its flags, its health check and its shutdown on SIGTERM.
 @Suite(.serialized) struct ProcessTests {
-    /// The binary `swift build` put next to the test bundle.
+    /// `NAVD_BINARY` if set (CI points it at the release build too), else the binary
+    /// `swift build` put next to the test bundle.
     static var navd: URL? {
+        if let path = ProcessInfo.processInfo.environment["NAVD_BINARY"] { return URL(fileURLWithPath: path) }
         let candidates = [
             Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("navd"),
             URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/navd"),
