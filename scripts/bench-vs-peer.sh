@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Measures navd against the Hummingbird peer in one run, alternating the two, with the scripts
+# in ../shared/bench, and prints each figure with its ratio to the peer's.
+#
+# Usage: scripts/bench-vs-peer.sh PEER_BINARY [ROUNDS=2]
+#   PEER_BINARY: the peer built with `swift build -c release` in ../shared/peers/hummingbird/peer
+#   (or a copy of that directory). navd is built here in release first.
+# Needs wrk (apt-get install -y wrk) and python3. Everything runs on loopback.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PEER="${1:?usage: scripts/bench-vs-peer.sh PEER_BINARY [ROUNDS]}"
+ROUNDS="${2:-2}"
+BENCH="$(cd ../shared/bench && pwd)"
+swift build -c release --product navd >/dev/null
+NAVD="$(swift build -c release --show-bin-path)/navd"
+ulimit -n "$(ulimit -Hn)"
+
+pid=""
+start() {  # start NAME PORT
+  if [[ "$1" == navd ]]; then
+    "$NAVD" --port "$2" --log-requests off >/dev/null 2>&1 &
+  else
+    PORT="$2" "$PEER" >/dev/null 2>&1 &
+  fi
+  pid=$!
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$2/sessions" -X POST -H 'Content-Type: application/json' -d '{"feature":"counter"}' && return; sleep 0.1; done
+  echo "$1 did not start" >&2; exit 1
+}
+stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+trap stop EXIT
+field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
+
+declare -A sum
+run() {  # run NAME MEASURE
+  local name=$1 measure=$2 port=$((9100 + RANDOM % 500)) line
+  start "$name" "$port"
+  "$BENCH/wait-idle.sh" 85 120 >/dev/null || true
+  case $measure in
+    actions) line=$("$BENCH/run-actions.sh" "http://127.0.0.1:$port" 10 32 | tail -1) ;;
+    sse) line=$(python3 "$BENCH/sse_latency.py" "http://127.0.0.1:$port" 1000 200 | tail -1) ;;
+    hold) line=$(python3 "$BENCH/sse_hold.py" "http://127.0.0.1:$port" 10000 "$pid" | tail -1) ;;
+  esac
+  stop
+  echo "$name $measure: $line"
+  case $measure in
+    actions) sum[$name.rps]=$(echo "${sum[$name.rps]:-0} + $(echo "$line" | field actions_rps)" | bc -l) ;;
+    sse) sum[$name.p99]=$(echo "${sum[$name.p99]:-0} + $(echo "$line" | field p99_ms)" | bc -l)
+         sum[$name.p50]=$(echo "${sum[$name.p50]:-0} + $(echo "$line" | field p50_ms)" | bc -l) ;;
+    hold) sum[$name.kib]=$(echo "${sum[$name.kib]:-0} + $(echo "$line" | field kib_per_conn)" | bc -l) ;;
+  esac
+}
+
+for _ in $(seq "$ROUNDS"); do
+  for measure in actions sse hold; do
+    run peer "$measure"
+    run navd "$measure"
+  done
+done
+
+ratio() { echo "scale=2; $1 / $2" | bc -l; }
+avg() { echo "scale=2; $1 / $ROUNDS" | bc -l; }
+echo
+echo "means of $ROUNDS rounds (navd / peer):"
+echo "actions_rps          navd $(avg "${sum[navd.rps]}")  peer $(avg "${sum[peer.rps]}")  ratio $(ratio "${sum[navd.rps]}" "${sum[peer.rps]}")"
+echo "sse p50 ms (1000)    navd $(avg "${sum[navd.p50]}")  peer $(avg "${sum[peer.p50]}")  ratio $(ratio "${sum[navd.p50]}" "${sum[peer.p50]}")"
+echo "sse p99 ms (1000)    navd $(avg "${sum[navd.p99]}")  peer $(avg "${sum[peer.p99]}")  ratio $(ratio "${sum[navd.p99]}" "${sum[peer.p99]}")"
+echo "KiB per idle stream  navd $(avg "${sum[navd.kib]}")  peer $(avg "${sum[peer.kib]}")  ratio $(ratio "${sum[navd.kib]}" "${sum[peer.kib]}")"
