@@ -263,6 +263,8 @@ final class APIHandler: HTTPHandler {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let lastEventID = (request.headers["Last-Event-ID"] ?? request.queryValue("lastEventId")).map { Int($0.filter { $0 != " " }) ?? -1 }
         var headers: HTTPHeaders = ["Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"]
+        // HEAD describes the stream without opening one, so the connection stays usable.
+        if request.method == "HEAD" { return answer.send(HTTPResponse(status: 200, headers: headers)) }
         for (name, value) in corsHeaders() { headers.set(name, value) }
         let stream = answer.startStream(headers: headers)
         metrics.streamOpened()

@@ -108,6 +108,18 @@ import TestSupport
         await server.stop()
     }
 
+    @Test func headDescribesTheStreamWithoutOpeningOne() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+        let head = try await client.request("HEAD", "/sessions/\(id)/events?token=\(token)")
+        #expect(head.status == 200 && head.header("content-type") == "text/event-stream; charset=utf-8")
+        // The same connection answers the next request: no stream was started on it.
+        #expect(try await client.request("GET", "/healthz").status == 200)
+        #expect(try await server.client().request("GET", "/metrics").text.contains("navd_event_streams_open 0"))
+        await server.stop()
+    }
+
     @Test func idleStreamsGetHeartbeats() async throws {
         let server = try TestServer { $0.heartbeatInterval = .milliseconds(100) }
         let (id, token) = try await server.session("counter")
