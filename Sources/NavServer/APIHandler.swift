@@ -86,7 +86,7 @@ final class APIHandler: HTTPHandler {
     private func createSession(_ request: HTTPRequest, _ answer: Answer) throws(APIError) {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let body = try RequestBody.object(request, allowed: ["feature", "state"])
-        guard let feature = try RequestBody.string(body, "feature") else { return }
+        let feature = try RequestBody.string(body, "feature")
         guard store.hasRoom() else {
             throw APIError(503, "over_capacity", "the server hosts its maximum of \(store.limit ?? 0) sessions", headers: ["Retry-After": "1"])
         }
@@ -152,8 +152,8 @@ final class APIHandler: HTTPHandler {
         switch route {
         case .actions:
             let body = try RequestBody.object(request, allowed: ["target", "action", "args"])
-            let target = try RequestBody.string(body, "target", required: false) ?? "root"
-            guard let action = try RequestBody.string(body, "action") else { return }
+            let target = try RequestBody.optionalString(body, "target") ?? "root"
+            let action = try RequestBody.string(body, "action")
             let arguments = body["args"]
             change = { session throws(NavigationError) in
                 try await session.perform(target: target, action: action, arguments: arguments, ifMatch: ifMatch)
@@ -164,7 +164,7 @@ final class APIHandler: HTTPHandler {
             change = { session throws(NavigationError) in try await session.bind(target: target, field: field, value: value, ifMatch: ifMatch) }
         case .dismiss:
             let body = try RequestBody.object(request, allowed: ["button"], required: false)
-            let button = try RequestBody.string(body, "button", required: false)
+            let button = try RequestBody.optionalString(body, "button")
             let presentation = parameters[1]
             change = { session throws(NavigationError) in
                 try await session.dismiss(presentation: presentation, button: button, ifMatch: ifMatch)

@@ -32,12 +32,18 @@ enum RequestBody {
         return object
     }
 
-    static func string(_ object: JSONObject, _ key: String, required: Bool = true) throws(APIError) -> String? {
+    /// A string field the request must have.
+    static func string(_ object: JSONObject, _ key: String) throws(APIError) -> String {
+        guard let value = try optionalString(object, key) else {
+            throw APIError.invalidBody("body.\(key)", "missing; expected a string")
+        }
+        return value
+    }
+
+    static func optionalString(_ object: JSONObject, _ key: String) throws(APIError) -> String? {
         switch object[key] {
         case .string(let value)?: return value
-        case nil, .null?:
-            if required { throw APIError.invalidBody("body.\(key)", "missing; expected a string") }
-            return nil
+        case nil, .null?: return nil
         case let other?: throw APIError.invalidBody("body.\(key)", "expected a string, found \(other.typeName)")
         }
     }
