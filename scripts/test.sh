@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Runs every test: the Swift suites (unit, model-level, property and end-to-end over loopback,
-# built with warnings as errors) and then schemathesis against a live navd with openapi.yaml.
-# Nothing reaches the internet: the fact service is a loopback stub or a closed port.
+# built with warnings as errors), the process tests again against the release binary, and then
+# schemathesis against a live navd with openapi.yaml. Nothing reaches the internet: the fact
+# service is a loopback stub or a closed port. Ends with one line: "tests: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
 
-swift test -Xswiftc -warnings-as-errors
+swift test --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
 # What people deploy is the release build: its signals and shutdown are tested too.
 swift build -c release --product navd -Xswiftc -warnings-as-errors
-NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" swift test --skip-build -Xswiftc -warnings-as-errors --filter ProcessTests
+NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" \
+  swift test --skip-build --disable-xctest -Xswiftc -warnings-as-errors --filter ProcessTests 2>&1 | tee -a "$log"
 scripts/schemathesis.sh .build/debug/navd
+
+# Swift Testing's summaries; any failure has already stopped the script (set -e, pipefail).
+passed=$(sed -n 's/.*Test run with \([0-9]*\) tests\{0,1\} in .* passed.*/\1/p' "$log" | awk '{ sum += $1 } END { print sum + 0 }')
+echo "tests: ${passed:-0} passed, 0 failed"
