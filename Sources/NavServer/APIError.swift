@@ -20,6 +20,7 @@ struct APIError: Error {
         case .conflict: self.init(409, error.code, error.message)
         case .invalid: self.init(422, error.code, error.message)
         case .preconditionFailed: self.init(412, error.code, error.message)
+        case .gone: self.init(404, error.code, error.message)
         }
     }
 

@@ -282,8 +282,14 @@ final class APIHandler: HTTPHandler {
                 switch start {
                 case .resume(let missed): first += ServerSentEvents.frames(missed)
                 case .snapshot(let snapshot): ServerSentEvents.append(snapshot, to: &first)
+                case .ended(let end):
+                    // Deleted while this request was on its way: say so, and close.
+                    ServerSentEvents.append(end, to: &first)
+                    stream.send(first)
+                    stream.close()
+                    return
                 }
-                if stream.isOpen { events.add(stream, first: first) }
+                events.add(stream, first: first)
             }
         }
     }

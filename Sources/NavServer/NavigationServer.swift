@@ -59,7 +59,15 @@ public final class NavigationServer: Sendable {
             await hosted.navigation.end()
             hosted.events.closeAll()
         }
-        http.finishShutdown(deadline: deadline)
+        // finishShutdown blocks while connections drain: not on the cooperative pool, whose few
+        // threads the in-flight requests need to finish.
+        let http = http
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread {
+                http.finishShutdown(deadline: deadline)
+                done.resume()
+            }.start()
+        }
         for task in housekeeping.withLock({ $0 }) { task.cancel() }
         handler.log.flush()
     }
@@ -70,13 +78,19 @@ public final class NavigationServer: Sendable {
         let interval = configuration.heartbeatInterval
         let ttl = configuration.idleSessionTTL
         let heartbeat = Task.detached {
+            // On a fixed schedule, so idle streams hear from the server at least every interval.
+            var next = ContinuousClock.now + interval
             while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                for hosted in handler.store.all {
-                    hosted.events.sendHeartbeat()
-                    if let ttl, hosted.isIdle(for: ttl), handler.store.remove(hosted.id) != nil {
-                        await hosted.navigation.end()
-                    }
+                try? await Task.sleep(until: next, tolerance: .milliseconds(50))
+                next += interval
+                for hosted in handler.store.all { hosted.events.sendHeartbeat() }
+            }
+        }
+        let reaper = Task.detached {
+            while !Task.isCancelled, let ttl {
+                try? await Task.sleep(for: min(ttl, .seconds(15)))
+                for hosted in handler.store.all where hosted.isIdle(for: ttl) {
+                    if handler.store.remove(hosted.id) != nil { await hosted.navigation.end() }
                 }
             }
         }
@@ -86,7 +100,7 @@ public final class NavigationServer: Sendable {
                 handler.log.flush()
             }
         }
-        housekeeping.withLock { $0 = [heartbeat, logFlush] }
+        housekeeping.withLock { $0 = [heartbeat, reaper, logFlush] }
     }
 
     private let housekeeping = Mutex<[Task<Void, Never>]>([])

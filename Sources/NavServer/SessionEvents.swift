@@ -19,8 +19,11 @@ final class SessionEvents: Sendable {
     /// Registers a stream with what it must see first. Called on the session's executor, so no
     /// batch can slip in between.
     func add(_ stream: EventStream, first bytes: [UInt8]) {
-        streams.withLock { $0[ObjectIdentifier(stream)] = stream }
+        // First bytes first: a heartbeat must not get ahead of `retry:` and the snapshot.
         stream.send(bytes)
+        streams.withLock { $0[ObjectIdentifier(stream)] = stream }
+        // A stream that closed meanwhile already ran its removal; take it out again.
+        if !stream.isOpen { remove(stream) }
     }
 
     func remove(_ stream: EventStream) {

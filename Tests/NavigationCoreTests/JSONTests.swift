@@ -71,3 +71,15 @@ import Testing
             == "state.path[2].counter.count")
     }
 }
+
+@Suite struct LargeObjectTests {
+    @Test func manyKeysParseInLinearTimeAndDuplicatesAreStillFound() throws {
+        let keys = (0..<100_000).map { #""k\#($0)":\#($0)"# }
+        let started = ContinuousClock.now
+        let object = try JSONParser.parse("{" + keys.joined(separator: ",") + "}")
+        #expect(object.objectValue?.count == 100_000)
+        #expect(ContinuousClock.now - started < .seconds(10))
+        let duplicate = "{" + keys.prefix(40).joined(separator: ",") + #","k7":1}"#
+        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse(duplicate) }
+    }
+}

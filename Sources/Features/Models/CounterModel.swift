@@ -42,13 +42,14 @@ public final class CounterModel {
     }
 
     /// Changing the number dismisses whatever was shown.
+    /// Saturates at the ends of `Int`: a deep-linked `Int.max` must not trap the server.
     public func incrementButtonTapped() {
-        count += 1
+        count = count.addingReportingOverflow(1).overflow ? count : count + 1
         destination = nil
     }
 
     public func decrementButtonTapped() {
-        count -= 1
+        count = count.subtractingReportingOverflow(1).overflow ? count : count - 1
         destination = nil
     }
 

@@ -101,7 +101,9 @@ public final class GalleryModel {
     /// Shows an alert that goes away by itself after a delay, unless the user dismissed it first.
     public func timedAlertButtonTapped() async {
         // Ids only grow, so a timer left over from an earlier alert never matches a newer one.
-        timedAlertsShown = max(timedAlertsShown, timedAlert?.id ?? 0) + 1
+        timedAlertsShown = max(timedAlertsShown, timedAlert?.id ?? 0, 0)
+        guard timedAlertsShown < .max else { return }
+        timedAlertsShown += 1
         let alert = TimedAlert(id: timedAlertsShown)
         timedAlert = alert
         guard await pause(for: dependencies.alertDismissDelay) else { return }
@@ -125,7 +127,11 @@ public final class NestedModel {
         self.child = child
     }
 
+    /// Deep enough for any case study, and a bound on the tree a client can make the server keep.
+    public static let maximumLevel = 32
+
     public func presentChildButtonTapped() {
+        guard level < Self.maximumLevel else { return }
         child = NestedModel(level: level + 1)
     }
 }

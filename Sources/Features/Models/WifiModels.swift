@@ -64,7 +64,9 @@ public final class WifiModel {
         bindDestination()
     }
 
+    /// While Wi-Fi is off there is no list to tap: off always means no selection and nothing shown.
     public func networkTapped(_ network: Network) {
+        guard isOn else { return }
         if network.id == selectedNetworkID {
             destination = .detail(NetworkDetailModel(network: network))
         } else if network.isSecured {
@@ -75,6 +77,7 @@ public final class WifiModel {
     }
 
     public func infoButtonTapped(_ network: Network) {
+        guard isOn else { return }
         destination = .detail(NetworkDetailModel(network: network))
     }
 
@@ -94,17 +97,21 @@ public final class WifiModel {
         if let shown = destination?.network, !ids.contains(shown.id) { destination = nil }
     }
 
+    /// Children tell the parent what happened; a child that is no longer shown (the user swiped
+    /// the sheet away while it was joining) changes nothing.
     private func bindDestination() {
         switch destination {
         case .connect(let model):
-            model.onConnect = { [weak self] network in
-                self?.selectedNetworkID = network.id
-                self?.destination = nil
+            model.onConnect = { [weak self, weak model] network in
+                guard let self, case .connect(let shown)? = destination, shown === model else { return }
+                selectedNetworkID = network.id
+                destination = nil
             }
         case .detail(let model):
-            model.onConfirmForget = { [weak self, id = model.network.id] in
-                if self?.selectedNetworkID == id { self?.selectedNetworkID = nil }
-                self?.destination = nil
+            model.onConfirmForget = { [weak self, weak model] in
+                guard let self, let model, case .detail(let shown)? = destination, shown === model else { return }
+                if selectedNetworkID == model.network.id { selectedNetworkID = nil }
+                destination = nil
             }
         case nil:
             break

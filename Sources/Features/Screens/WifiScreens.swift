@@ -24,11 +24,13 @@ extension Screen where Subject == WifiModel {
             EnumCase("detail", detail.codec, embed: { .detail($0) }, extract: \.detail),
         ])
         return Screen("wifi", make: { WifiModel(dependencies: dependencies) },
+            // `isOn` last: turning Wi-Fi off clears the selection and the destination, so a deep
+            // link that says "off" ends up with neither, whatever order its keys come in.
             fields: [
                 .value("foundNetworks", \.foundNetworks, .array(Screen<Network>.network.codec)),
-                .value("isOn", \.isOn, .bool, bindable: true),
                 .value("selectedNetworkID", \.selectedNetworkID, .optional(.string)),
                 .children("destination", \.destination, .optional(destination)),
+                .value("isOn", \.isOn, .bool, bindable: true),
             ],
             actions: [
                 .sync("networkTapped", [.string("network")]) { model, arguments throws(StateError) in

@@ -13,16 +13,19 @@ public enum NavigationError: Error, Sendable, Equatable {
     case invalidPop(String)
     /// No stack enclosing the feature accepts the pushed value.
     case notAccepted(feature: String, value: String)
+    /// The session ended (deleted or expired) while the request was on its way.
+    case sessionEnded
     /// `If-Match` named another version than the current one.
     case versionMismatch(expected: Int, current: Int)
 
     /// How a transport should classify the refusal.
-    public enum Kind: Sendable { case conflict, invalid, preconditionFailed }
+    public enum Kind: Sendable { case conflict, invalid, preconditionFailed, gone }
 
     public var kind: Kind {
         switch self {
         case .notOnScreen: .conflict
         case .versionMismatch: .preconditionFailed
+        case .sessionEnded: .gone
         default: .invalid
         }
     }
@@ -41,6 +44,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .invalidPop: "invalid_pop"
         case .notAccepted: "not_accepted"
         case .versionMismatch: "version_mismatch"
+        case .sessionEnded: "session_not_found"
         }
     }
 
@@ -56,6 +60,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .invalidPop(let reason): reason
         case .notAccepted(let feature, let value): "no stack enclosing \(feature) accepts \(value)"
         case .versionMismatch(let expected, let current): "version is \(current), not \(expected)"
+        case .sessionEnded: "the session has ended"
         }
     }
 }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One user's navigation: a root feature, the tree it derives, and the events that got it there.
 ///
 /// Each session is an actor, so its models are only ever touched on its own serial executor, and
@@ -14,8 +16,10 @@ public actor NavigationSession {
     private var publish: (@Sendable ([NavigationEvent]) -> Void)?
     private var runningEffects: [Int: Task<Void, Never>] = [:]
     private var unfinishedEffects: Set<Int> = []
+    /// Requests waiting for an effect to finish (`?wait=true`), by effect.
+    private var effectWaiters: [Int: [Wakeup]] = [:]
+    private var endEvent: NavigationEvent?
     private var nextEffectID = 0
-    private var hasEnded = false
 
     init(feature: String, root: sending any AnyLiveFeature, eventBufferCapacity: Int) {
         self.feature = feature
@@ -41,6 +45,8 @@ public actor NavigationSession {
     public enum Start: Sendable {
         case resume([NavigationEvent])
         case snapshot(NavigationEvent)
+        /// The session has ended; here is its `end` event.
+        case ended(NavigationEvent)
     }
 
     /// Receives every batch, in order, on the session's executor. Set once, by whoever hosts it.
@@ -65,6 +71,7 @@ public actor NavigationSession {
     /// when there is no id or it is too old or unknown. Nothing is published in between, so a
     /// subscriber registered in `body` misses nothing and gets nothing twice.
     public func attach<Result: Sendable>(after lastEventID: Int?, _ body: @Sendable (Start) -> Result) -> Result {
+        if let endEvent { return body(.ended(endEvent)) }
         flush()
         if let lastEventID, let missed = log.events(after: lastEventID, lastIssued: lastSequence) {
             return body(.resume(missed))
@@ -186,13 +193,16 @@ public actor NavigationSession {
     /// Waits (at most `timeout`) for the effects a request started, then returns every event
     /// since the request began, its own included.
     public func waitForEffects(of outcome: Outcome, timeout: Duration) async -> Outcome {
-        if let id = outcome.effect, let task = runningEffects[id] {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await task.value }
-                group.addTask { try? await Task.sleep(for: timeout) }
-                await group.next()
-                group.cancelAll()
+        if let id = outcome.effect, unfinishedEffects.contains(id) {
+            let wakeup = Wakeup()
+            effectWaiters[id, default: []].append(wakeup)
+            // Whichever comes first, the effect's end or the deadline, resumes the request.
+            let deadline = Task {
+                try? await Task.sleep(for: timeout)
+                wakeup.fire()
             }
+            await wakeup.wait()
+            deadline.cancel()
         }
         flush()
         let events = log.events(after: outcome.sequenceBefore, lastIssued: lastSequence) ?? outcome.events
@@ -201,12 +211,13 @@ public actor NavigationSession {
 
     /// Ends the session: cancels its effects and publishes `end`.
     public func end() {
-        guard !hasEnded else { return }
+        guard endEvent == nil else { return }
         flush()
-        hasEnded = true
         for task in runningEffects.values { task.cancel() }
         runningEffects.removeAll()
-        commit([(.end, .object(JSONObject()))])
+        endEvent = commit([(.end, .object(JSONObject()))]).first
+        for wakeup in effectWaiters.values.joined() { wakeup.fire() }
+        effectWaiters.removeAll()
     }
 
     // MARK: - Transactions
@@ -220,6 +231,7 @@ public actor NavigationSession {
         ifMatch: Int?,
         _ body: (Reconciler) throws(NavigationError) -> Effect?
     ) throws(NavigationError) -> Outcome {
+        guard endEvent == nil else { throw .sessionEnded }
         flush()
         if let ifMatch, ifMatch != version { throw .versionMismatch(expected: ifMatch, current: version) }
         let sequenceBefore = lastSequence
@@ -254,6 +266,7 @@ public actor NavigationSession {
     private func finishEffect(_ id: Int) {
         unfinishedEffects.remove(id)
         runningEffects[id] = nil
+        for wakeup in effectWaiters.removeValue(forKey: id) ?? [] { wakeup.fire() }
     }
 
     /// Reconciles what changed outside a request (an effect resuming) as its own batch.
@@ -272,5 +285,36 @@ public actor NavigationSession {
         for event in events { log.append(event) }
         publish?(events)
         return events
+    }
+}
+
+/// A one-time signal a waiting request suspends on; firing it twice is harmless.
+final class Wakeup: Sendable {
+    private enum State {
+        case idle
+        case waiting(CheckedContinuation<Void, Never>)
+        case fired
+    }
+
+    private let state = Mutex(State.idle)
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let firedAlready = state.withLock { state in
+                if case .fired = state { return true }
+                state = .waiting(continuation)
+                return false
+            }
+            if firedAlready { continuation.resume() }
+        }
+    }
+
+    func fire() {
+        let waiting = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            defer { state = .fired }
+            if case .waiting(let continuation) = state { return continuation }
+            return nil
+        }
+        waiting?.resume()
     }
 }

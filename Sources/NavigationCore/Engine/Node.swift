@@ -3,7 +3,12 @@ final class Node {
     enum Placement {
         case root
         case presented(slot: Int, identity: Identity, alert: AlertContent?)
-        case element(StackNode)
+        case element(Membership)
+    }
+
+    /// An element's stack, held unowned: the stack owns its elements, not the reverse.
+    struct Membership {
+        unowned let stack: StackNode
     }
 
     let id: String

@@ -108,7 +108,8 @@ final class Reconciler {
             if let alert { data.append("alert", alert.json) }
             if let anchor = declared?.anchor { data.append("anchor", .string(anchor)) }
             additions.append((.present, .object(data)))
-        case .element(let stack):
+        case .element(let membership):
+            let stack = membership.stack
             additions.append((.push, .object(JSONObject([
                 ("stack", .string(stack.id)),
                 ("id", .string(node.id)),
@@ -133,7 +134,7 @@ final class Reconciler {
 
     private func pushElement(_ feature: any AnyLiveFeature, onto stack: StackNode) {
         let serial = makeSerial()
-        let node = Node(id: "e\(serial)", serial: serial, feature: feature, parent: stack.owner, placement: .element(stack))
+        let node = Node(id: "e\(serial)", serial: serial, feature: feature, parent: stack.owner, placement: .element(Node.Membership(stack: stack)))
         register(node)
         stack.elements.append(node)
         build(node)
@@ -154,13 +155,14 @@ final class Reconciler {
             changes.append((.state, .object(JSONObject([("feature", .string(node.id)), ("changes", .object(changed))]))))
         }
 
-        // Rule 1: a presentation is keyed by (owner, slot, identity).
-        func isSame(_ existing: Node, slot: Int, identity: Identity) -> Bool {
-            guard case .presented(let existingSlot, let existingIdentity, _) = existing.placement else { return false }
-            return existingSlot == slot && existingIdentity == identity
+        // Rule 1: a presentation is keyed by (owner, slot, identity). An alert's text is part of
+        // what is on screen and no event edits it in place, so new text is a new alert.
+        func isSame(_ existing: Node, slot: Int, child: PresentedChild) -> Bool {
+            guard case .presented(let existingSlot, let identity, let alert) = existing.placement else { return false }
+            return existingSlot == slot && identity == child.identity && alert == child.alert
         }
         for existing in node.presentations.reversed()
-        where !derivation.presentations.contains(where: { isSame(existing, slot: $0.slot, identity: $0.child.identity) }) {
+        where !derivation.presentations.contains(where: { isSame(existing, slot: $0.slot, child: $0.child) }) {
             removeDescendants(of: existing)
             removals.append((.dismiss, .object(JSONObject([("id", .string(existing.id)), ("origin", .string(origin(of: existing).rawValue))]))))
             detach(existing)
@@ -168,7 +170,7 @@ final class Reconciler {
         // Presentations stay in the order they appeared, as a client that appends them holds them.
         node.presentations.removeAll { !$0.isAttached }
         for (slot, child) in derivation.presentations
-        where !node.presentations.contains(where: { isSame($0, slot: slot, identity: child.identity) }) {
+        where !node.presentations.contains(where: { isSame($0, slot: slot, child: child) }) {
             node.presentations.append(present(child, slot: slot, in: node))
         }
 

@@ -77,6 +77,9 @@ public struct JSONParser {
         defer { depth -= 1 }
         index += 1
         var object = JSONObject()
+        // Small objects check duplicates by scanning; large ones by hashing, so a body of many
+        // keys costs linear time, not quadratic.
+        var seen: Set<String>?
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -91,7 +94,12 @@ public struct JSONParser {
             index += 1
             skipWhitespace()
             let value = try parseValue()
-            guard object[key] == nil else { throw error("duplicate key \"\(key)\"") }
+            if object.count == 16 { seen = Set(object.keys) }
+            if seen == nil {
+                guard object[key] == nil else { throw error("duplicate key \"\(key)\"") }
+            } else {
+                guard seen?.insert(key).inserted == true else { throw error("duplicate key \"\(key)\"") }
+            }
             object.append(key, value)
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }

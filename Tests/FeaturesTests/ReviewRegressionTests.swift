@@ -1,0 +1,86 @@
+import Features
+@testable import NavigationCore
+import Testing
+
+/// Defects a review found, each pinned by a test that failed before its fix.
+@Suite struct ReviewRegressionTests {
+    @Test func countingPastIntMaxSaturatesInsteadOfTrapping() async throws {
+        let counter = try await Harness("counter", state: ["count": .int(.max)])
+        _ = try await counter.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        #expect(await counter.state()["count"] == .int(.max))
+        let low = try await Harness("counter", state: ["count": .int(.min)])
+        _ = try await low.session.perform(target: "root", action: "decrementButtonTapped", arguments: nil)
+        #expect(await low.state()["count"] == .int(.min))
+    }
+
+    @Test func waitingForAnEffectIsBoundedByItsTimeout() async throws {
+        let gallery = try await Harness("gallery", dependencies: Harness.dependencies(delay: .seconds(60)))
+        let started = ContinuousClock.now
+        let outcome = try await gallery.session.perform(target: "root", action: "timedAlertButtonTapped", arguments: nil)
+        _ = await gallery.session.waitForEffects(of: outcome, timeout: .milliseconds(200))
+        #expect(ContinuousClock.now - started < .seconds(5))
+        await gallery.session.end()
+    }
+
+    @Test func anEndedSessionRefusesWorkAndTellsNewSubscribers() async throws {
+        let counter = try await Harness("counter")
+        await counter.session.end()
+        await #expect(throws: NavigationError.sessionEnded) {
+            try await counter.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        }
+        guard case .ended(let end) = await counter.session.attach(after: nil, { $0 }) else {
+            Issue.record("expected the end event")
+            return
+        }
+        #expect(end.kind == .end)
+    }
+
+    @Test func aJoinThatFinishesAfterTheSheetWasDismissedChangesNothing() async throws {
+        var wifi = try await Harness("wifi", dependencies: Harness.dependencies(delay: .milliseconds(300)))
+        _ = try await wifi.session.perform(target: "root", action: "networkTapped", arguments: ["network": "n1"])
+        let connect = try #require(await wifi.presentation("destination.connect"))
+        _ = try await wifi.session.bind(target: connect, field: "password", value: "blob")
+        let join = try await wifi.session.perform(target: connect, action: "joinButtonTapped", arguments: nil)
+        _ = try await wifi.session.dismiss(presentation: connect)
+        _ = try await wifi.session.perform(target: "root", action: "infoButtonTapped", arguments: ["network": "n3"])
+        let detail = try #require(await wifi.presentation("destination.detail"))
+        _ = await wifi.session.waitForEffects(of: join, timeout: .seconds(5))
+        #expect(await wifi.presentation("destination.detail") == detail)
+        #expect(await wifi.state()["selectedNetworkID"] == .null)
+        try await wifi.sync()
+    }
+
+    @Test func wifiThatIsOffHasNoSelectionWhateverTheKeyOrder() async throws {
+        let wifi = try await Harness("wifi", state: json(#"{"isOn":false,"selectedNetworkID":"n2"}"#))
+        #expect(await wifi.state()["selectedNetworkID"] == .null)
+        #expect(await wifi.state()["isOn"] == false)
+    }
+
+    @Test func newAlertTextIsANewAlert_soAWarmDeepLinkStillEqualsACold() async throws {
+        let before = #"{"destination":{"detail":{"network":{"id":"n2","name":"Old","isSecured":false,"connectivity":0.5},"forgetAlertIsPresented":true}}}"#
+        let after = #"{"destination":{"detail":{"network":{"id":"n2","name":"New","isSecured":false,"connectivity":0.5},"forgetAlertIsPresented":true}}}"#
+        var warm = try await Harness("wifi", state: json(before))
+        let outcome = try await warm.session.replaceState(json(after))
+        #expect(outcome.events.kinds == ["dismiss", "present", "state"])
+        let cold = try await Harness("wifi", state: json(after))
+        #expect(NavigationReplica.shape(of: await warm.tree()) == NavigationReplica.shape(of: await cold.tree()))
+        try await warm.sync()
+    }
+
+    @Test func nestingStopsAtItsMaximumLevel() async throws {
+        let gallery = try await Harness("gallery", state: json(#"{"nested":{"level":\#(NestedModel.maximumLevel)}}"#))
+        let top = try #require(await gallery.presentation("nested"))
+        let outcome = try await gallery.session.perform(target: top, action: "presentChildButtonTapped", arguments: nil)
+        #expect(outcome.events.isEmpty)
+    }
+}
+
+extension ReviewRegressionTests {
+    @Test func tappingANetworkWhileWifiIsOffDoesNothing() async throws {
+        let wifi = try await Harness("wifi", state: ["isOn": false])
+        for action in ["networkTapped", "infoButtonTapped"] {
+            let outcome = try await wifi.session.perform(target: "root", action: action, arguments: ["network": "n2"])
+            #expect(outcome.events.isEmpty, "\(action)")
+        }
+    }
+}
