@@ -7,7 +7,7 @@ struct Answer: Sendable {
     private let path: String
     private let query: [(name: String, value: String)]
     private let responder: HTTPResponder
-    private let route: String
+    private let route: Route?
     private let started: ContinuousClock.Instant
     private let handler: APIHandler
 
@@ -16,7 +16,7 @@ struct Answer: Sendable {
         self.path = request.path
         self.query = request.query
         self.responder = responder
-        self.route = route?.rawValue ?? "unknown"
+        self.route = route
         self.started = started
         self.handler = handler
     }

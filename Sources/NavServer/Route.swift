@@ -1,5 +1,5 @@
 /// The API's routes, matched on path segments.
-enum Route: String, Sendable {
+enum Route: String, Sendable, CaseIterable {
     case healthz, readyz, metrics, features
     case sessions, session, navigation, state, actions, binding, dismiss, pop, push, events
 
