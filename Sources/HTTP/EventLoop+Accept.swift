@@ -24,9 +24,15 @@ extension EventLoop {
                     stopListening()
                     listenPausedUntil = now + 100_000_000
                     return
-                default:
-                    // EINVAL: the listener was shut down by beginShutdown.
+                case EINVAL, EBADF:
+                    // The listener was shut down by beginShutdown.
                     stopListening()
+                    return
+                default:
+                    // EPERM, network errors accept(2) says to retry on: this connection is lost,
+                    // the listener is not. Rest briefly, in case the error repeats.
+                    stopListening()
+                    listenPausedUntil = now + 10_000_000
                     return
                 }
             }

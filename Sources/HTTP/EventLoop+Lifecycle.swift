@@ -63,9 +63,9 @@ extension EventLoop {
             }
             return
         }
-        if !connection.output.isEmpty {
+        if !connection.output.isEmpty, now - connection.lastWriteProgress > settings.idleTimeout {
             // The client leaves a response unread.
-            if now - connection.lastWriteProgress > settings.idleTimeout { close(connection, reason: .clientClosed) }
+            close(connection, reason: .clientClosed)
             return
         }
         switch connection.phase {

@@ -198,7 +198,9 @@ extension EventLoop {
     /// The client sent FIN (or the read failed). Requests already received are still
     /// answered if the socket allows; then the connection closes.
     func peerClosed(_ connection: Connection) {
-        if connection.stream != nil || connection.lingering || connection.slots.isEmpty {
+        // A response already serialized but not yet written still goes out: afterWrite closes
+        // the connection once the output has drained.
+        if connection.stream != nil || connection.lingering || (connection.slots.isEmpty && connection.output.isEmpty) {
             close(connection, reason: .clientClosed)
             return
         }
@@ -210,7 +212,7 @@ extension EventLoop {
             }
             stopParsing(connection)
         }
-        if connection.slots.isEmpty {
+        if connection.slots.isEmpty && connection.output.isEmpty {
             close(connection, reason: .clientClosed)
             return
         }

@@ -44,7 +44,9 @@ public final class EventStream: Sendable {
         let action = state.withLock { state -> Action in
             guard state.endReason == nil, state.requestedClose == nil else { return .closed }
             guard !bytes.isEmpty else { return .queued }
-            guard bytes.count <= bufferLimit - state.queue.count else {
+            // The limit bounds the backlog: a single large message to a stream that keeps up
+            // (an empty queue) always goes out.
+            guard state.queue.count == 0 || bytes.count <= bufferLimit - state.queue.count else {
                 state.requestedClose = .tooSlow
                 state.queue.removeAll()
                 return .overflow

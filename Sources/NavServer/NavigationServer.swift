@@ -94,13 +94,8 @@ public final class NavigationServer: Sendable {
                 }
             }
         }
-        let logFlush = Task.detached {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(200))
-                handler.log.flush()
-            }
-        }
-        housekeeping.withLock { $0 = [heartbeat, reaper, logFlush] }
+        housekeeping.withLock { $0 = [heartbeat, reaper] }
+        handler.log.startWriting()
     }
 
     private let housekeeping = Mutex<[Task<Void, Never>]>([])

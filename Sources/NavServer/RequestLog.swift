@@ -6,11 +6,13 @@ import Glibc
 #endif
 
 /// One JSON line per request on stdout: method, path (never a token), status and duration.
-/// Bodies and tokens are never logged. Lines are buffered and written in batches, so logging
-/// costs no system call per request.
+/// Bodies and tokens are never logged. Requests only append to a buffer; a thread of its own
+/// writes it out, so a stalled stdout never blocks a socket loop. Past `limit` unwritten bytes,
+/// lines are dropped and counted rather than held.
 final class RequestLog: Sendable {
     private struct Pending {
         var bytes: [UInt8] = []
+        var dropped = 0
         /// The ISO 8601 time of the current second, formatted once per second.
         var second = 0
         var timestamp = ""
@@ -18,6 +20,7 @@ final class RequestLog: Sendable {
 
     private let buffer = Mutex(Pending())
     private let enabled: Bool
+    private let limit = 4 << 20
 
     init(enabled: Bool) {
         self.enabled = enabled
@@ -31,7 +34,11 @@ final class RequestLog: Sendable {
             target += "?" + kept.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
         }
         let now = time(nil)
-        let flushNow = buffer.withLock { pending in
+        buffer.withLock { pending in
+            guard pending.bytes.count < limit else {
+                pending.dropped += 1
+                return
+            }
             if pending.second != now {
                 pending.second = now
                 pending.timestamp = Self.iso8601(now)
@@ -45,18 +52,33 @@ final class RequestLog: Sendable {
             ]))
             JSONWriter.write(line, into: &pending.bytes)
             pending.bytes.append(0x0A)
-            return pending.bytes.count > 64 * 1024
         }
-        if flushNow { flush() }
+    }
+
+    /// Writes the buffer out every 200 ms, on a thread of its own.
+    func startWriting() {
+        guard enabled else { return }
+        Thread { [self] in
+            while true {
+                Thread.sleep(forTimeInterval: 0.2)
+                flush()
+            }
+        }.start()
     }
 
     func flush() {
-        let pending = buffer.withLock { pending in
-            defer { pending.bytes.removeAll(keepingCapacity: true) }
-            return pending.bytes
+        let (bytes, dropped) = buffer.withLock { pending in
+            defer {
+                pending.bytes.removeAll(keepingCapacity: true)
+                pending.dropped = 0
+            }
+            return (pending.bytes, pending.dropped)
         }
-        guard !pending.isEmpty else { return }
-        FileHandle.standardOutput.write(Data(pending))
+        var out = bytes
+        if dropped > 0 { out += Array(#"{"event":"log_lines_dropped","count":\#(dropped)}"#.utf8) + [0x0A] }
+        guard !out.isEmpty else { return }
+        // A closed stdout must not take the server down: the lines are lost, nothing else.
+        try? FileHandle.standardOutput.write(contentsOf: Data(out))
     }
 
     /// `2026-11-22T05:03:06Z`, without a formatter object on the request path.

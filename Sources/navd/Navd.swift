@@ -60,6 +60,6 @@ enum Navd {
     }
 
     private static func say(_ line: String) {
-        FileHandle.standardOutput.write(Data(line.utf8 + [0x0A]))
+        try? FileHandle.standardOutput.write(contentsOf: Data(line.utf8 + [0x0A]))
     }
 }

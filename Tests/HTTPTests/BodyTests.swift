@@ -128,4 +128,15 @@ import Testing
             #expect(response.body.count == 16_000_000)
         }
     }
+
+    @Test func aClientThatHalfClosesStillGetsTheWholeResponse() throws {
+        try withServer { server, _ in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /big?size=16000000 HTTP/1.1\r\nHost: x\r\n\r\n")
+            client.shutdownWrite()
+            usleep(200_000)
+            let response = try client.readResponse()
+            #expect(response.body.count == 16_000_000)
+        }
+    }
 }

@@ -59,6 +59,20 @@ import Testing
         }
     }
 
+    @Test func oneMessageLargerThanTheLimitReachesAReaderThatKeepsUp() throws {
+        try withServer({ $0.streamBufferLimit = 64 * 1024 }) { server, handler in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = try client.read(until: "\r\n\r\n")
+            let stream = try #require(handler.streams.withLock { $0.first })
+            // The limit bounds the backlog, not a message: a large snapshot to a fresh stream goes out.
+            let large = Array("data: \(String(repeating: "x", count: 200_000))\n\n".utf8)
+            #expect(stream.send(large))
+            #expect(try client.read(count: large.count) == large)
+            #expect(stream.isOpen)
+        }
+    }
+
     @Test func closeFlushesQueuedEventsThenCloses() throws {
         try withServer { server, handler in
             let client = try TestClient(port: server.port)
