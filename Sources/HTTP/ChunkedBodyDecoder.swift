@@ -12,6 +12,8 @@ struct ChunkedBodyDecoder {
 
     private enum State {
         case size
+        /// Whitespace after the size: only `;` (an extension) or the line's end may follow.
+        case sizeWhitespace
         case sizeExtension
         case sizeLineEnd
         case data
@@ -45,11 +47,22 @@ struct ChunkedBodyDecoder {
                     guard chunkSize <= maxBodyBytes, chunkSize < 1 << 56 else { return .failure(.payloadTooLarge) }
                     chunkSize = chunkSize << 4 | Int(digit)
                     sizeDigits += 1
-                } else if sizeDigits > 0 && (byte == ASCII.semicolon || ASCII.isWhitespace(byte)) {
+                } else if sizeDigits > 0 && byte == ASCII.semicolon {
                     state = .sizeExtension
+                } else if sizeDigits > 0 && ASCII.isWhitespace(byte) {
+                    state = .sizeWhitespace
                 } else if sizeDigits > 0 && byte == ASCII.cr {
                     state = .sizeLineEnd
                 } else {
+                    return .failure(.badRequest("Malformed chunk size."))
+                }
+            case .sizeWhitespace:
+                // `5 junk` must not pass as size 5: a proxy reading it otherwise could be desynchronized.
+                if byte == ASCII.semicolon {
+                    state = .sizeExtension
+                } else if byte == ASCII.cr {
+                    state = .sizeLineEnd
+                } else if !ASCII.isWhitespace(byte) {
                     return .failure(.badRequest("Malformed chunk size."))
                 }
             case .sizeExtension:

@@ -34,6 +34,15 @@ public final class HTTPResponder: Sendable {
         return stream
     }
 
+    /// A request the handler dropped without answering would pin its connection (and every
+    /// request pipelined behind it) for good: answer it with a 500 instead.
+    deinit {
+        guard claim() else { return }
+        loop.post(.respond(connection, sequence: sequence, .error(
+            status: 500, code: "internal_error", message: "the server did not answer this request"
+        )))
+    }
+
     /// The client's address, e.g. "127.0.0.1:5555", for logs.
     public var remoteAddress: String { connection.peer.description }
 

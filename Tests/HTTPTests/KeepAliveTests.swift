@@ -17,6 +17,17 @@ import Testing
         }
     }
 
+    @Test func aRequestTheHandlerDropsIsAnswered500AndThePipelineGoesOn() throws {
+        try withServer { server, _ in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /never HTTP/1.1\r\nHost: x\r\n\r\nGET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            let dropped = try client.readResponse()
+            #expect(dropped.status == 500)
+            #expect(dropped.bodyText.contains("internal_error"))
+            #expect(try client.readResponse().status == 200)
+        }
+    }
+
     @Test func connectionCloseIsHonoured() throws {
         try withServer { server, _ in
             let client = try TestClient(port: server.port)

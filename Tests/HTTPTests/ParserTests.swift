@@ -241,8 +241,11 @@ import TestSupport
             var body: [UInt8] = []
             return Array(text.utf8).withUnsafeBytes { decoder.decode($0, into: &body, maxBodyBytes: max, maxTrailerBytes: 100) }
         }
-        for bad in ["x\r\n", "\r\n", "4\nWiki", "4\r\nWikiX", "ffffffffffffffffffff\r\n", "-1\r\n"] {
+        for bad in ["x\r\n", "\r\n", "4\nWiki", "4\r\nWikiX", "ffffffffffffffffffff\r\n", "-1\r\n", "4 junk\r\nWiki\r\n"] {
             guard case .failure = decode(bad) else { Issue.record("accepted \(bad.debugDescription)"); continue }
+        }
+        for good in ["4 \r\nWiki\r\n0\r\n\r\n", "4 ;name=value\r\nWiki\r\n0\r\n\r\n"] {
+            guard case .finished = decode(good) else { Issue.record("refused \(good.debugDescription)"); continue }
         }
         guard case .failure(let error) = decode("8\r\n12345678\r\n8\r\n", max: 10) else { Issue.record("too large"); return }
         #expect(error.status == 413)

@@ -7,7 +7,7 @@ import Synchronization
 /// - `/slow?ms=N`: answers from another thread after N ms;
 /// - `/stream?count=N`: opens an event stream and sends N events;
 /// - `/big?size=N`: N bytes of body;
-/// - `/never`: never answers;
+/// - `/never`: drops its responder without answering;
 /// - anything else: echoes method, path, query and body as JSON.
 final class TestHandler: HTTPHandler {
     let streams = Mutex<[EventStream]>([])
