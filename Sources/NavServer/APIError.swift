@@ -34,6 +34,10 @@ struct APIError: Error {
 
     static let unauthorized = APIError(401, "unauthorized", "a valid bearer token for this session is required",
                                        headers: ["WWW-Authenticate": "Bearer"])
+    static func overCapacity(sessions limit: Int) -> APIError {
+        APIError(503, "over_capacity", "the server hosts its maximum of \(limit) sessions", headers: ["Retry-After": "1"])
+    }
+
     static func unknownSession(_ id: String) -> APIError { APIError(404, "session_not_found", "no session \(id)") }
     static let shuttingDown = APIError(503, "shutting_down", "the server is shutting down", headers: ["Retry-After": "5"])
 }

@@ -88,7 +88,7 @@ final class APIHandler: HTTPHandler {
         let body = try RequestBody.object(request, allowed: ["feature", "state"])
         let feature = try RequestBody.string(body, "feature")
         guard store.hasRoom() else {
-            throw APIError(503, "over_capacity", "the server hosts its maximum of \(store.limit ?? 0) sessions", headers: ["Retry-After": "1"])
+            throw .overCapacity(sessions: store.limit ?? 0)
         }
         let state = body["state"].flatMap { $0 == .null ? nil : $0 }
         let navigation: NavigationSession
@@ -101,7 +101,7 @@ final class APIHandler: HTTPHandler {
         let hosted = HostedSession(id: Identifiers.sessionID(), token: token, navigation: navigation,
                                    events: SessionEvents(metrics: metrics))
         guard store.insert(hosted) else {
-            throw APIError(503, "over_capacity", "the server hosts its maximum of \(store.limit ?? 0) sessions", headers: ["Retry-After": "1"])
+            throw .overCapacity(sessions: store.limit ?? 0)
         }
         let events = hosted.events
         Task {

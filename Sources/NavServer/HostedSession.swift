@@ -35,8 +35,7 @@ final class HostedSession: Sendable {
     /// Idle: no request for `ttl` and no open stream.
     func isIdle(for ttl: Duration) -> Bool {
         guard events.count == 0 else { return false }
-        let idle = Self.now() - lastActive.load(ordering: .relaxed)
-        return Double(idle) / 1e9 >= Double(ttl.components.seconds) + Double(ttl.components.attoseconds) / 1e18
+        return .nanoseconds(Self.now() - lastActive.load(ordering: .relaxed)) >= ttl
     }
 
     private static func now() -> Int64 {

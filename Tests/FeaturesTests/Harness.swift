@@ -76,8 +76,8 @@ struct Harness {
         return find(await tree())
     }
 
-    /// The ids of the elements of the first stack of `owner`.
-    func elements(of owner: String = "root") async -> (stack: String, ids: [String]) {
+    /// The id of the root's first stack and of its elements.
+    func elements() async -> (stack: String, ids: [String]) {
         let root = await tree()
         guard let stack = root["stacks"]?.arrayValue?.first else { return ("", []) }
         return (stack["id"]?.stringValue ?? "", stack["elements"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? [])

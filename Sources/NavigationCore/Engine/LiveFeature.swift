@@ -35,7 +35,7 @@ protocol AnyLiveFeature: AnyObject {
     func push(onto stack: Int, _ value: JSON) throws(StateError) -> Bool
     func validateState(_ json: JSON) throws(StateError)
     func replaceState(with json: JSON) throws(StateError)
-    func stackSlot(_ index: Int) -> (name: String, accepts: [String])
+    func stackName(_ index: Int) -> String
     func presentationSlot(_ index: Int) -> (name: String, style: PresentationStyle, anchor: String?)
 }
 
@@ -111,9 +111,8 @@ final class LiveFeature<Subject>: AnyLiveFeature {
         try access.modify { subject throws(StateError) in subject = try screen.decode(json, at: JSONPath("state"), into: subject) }
     }
 
-    func stackSlot(_ index: Int) -> (name: String, accepts: [String]) {
-        let slot = screen.body.stacks[index]
-        return (slot.name, slot.accepts)
+    func stackName(_ index: Int) -> String {
+        screen.body.stacks[index].name
     }
 
     func presentationSlot(_ index: Int) -> (name: String, style: PresentationStyle, anchor: String?) {

@@ -77,7 +77,7 @@ final class Reconciler {
         guard let derivation = observe(node) else { return }
         node.state = derivation.state
         node.stacks = derivation.stacks.indices.map { index in
-            let stack = StackNode(id: makeID("s"), slot: index, name: node.feature.stackSlot(index).name, owner: node)
+            let stack = StackNode(id: makeID("s"), slot: index, name: node.feature.stackName(index), owner: node)
             stacksByID[stack.id] = stack
             return stack
         }
