@@ -12,9 +12,6 @@ public enum FeatureSet {
         let detail = Screen<NetworkDetailModel>.detail(alert: alert)
         let wifi = Screen<WifiModel>.wifi(dependencies, connect: connect, detail: detail)
         let gallery = Screen<GalleryModel>.gallery(dependencies, counter: counter, alert: alert, page: page)
-        return FeatureCatalog(
-            hosting: [.init(app), .init(counter), .init(settings), .init(wifi), .init(gallery)],
-            describing: [app, counter, settings, wifi, connect, detail, gallery, alert, page]
-        )
+        return FeatureCatalog(hosting: [.init(app), .init(counter), .init(settings), .init(wifi), .init(gallery)])
     }
 }

@@ -59,6 +59,13 @@ final class Connection: @unchecked Sendable {
 
     var nextSequence: UInt64 { firstSequence + UInt64(slots.count) }
 
+    /// Requests on one connection take effect in the order sent (RFC 9112 §9.3.2): the next
+    /// one is parsed and handed to the handler only once the previous one has been answered
+    /// and its answer is mostly on its way.
+    func canStartRequest(_ settings: LoopSettings) -> Bool {
+        acceptsRequests && slots.isEmpty && output.count < settings.outputHighWater
+    }
+
     /// Opens the next slot and returns its sequence number.
     func openSlot(_ slot: ResponseSlot) -> UInt64 {
         let sequence = nextSequence

@@ -71,8 +71,7 @@ extension EventLoop {
         switch connection.phase {
         case .head:
             let receivingHead = connection.scanner.hasStarted || !connection.pending.isEmpty
-            if receivingHead && connection.acceptsRequests
-                && connection.slots.count < settings.maxPipelinedRequests {
+            if receivingHead && connection.canStartRequest(settings) {
                 if elapsed > settings.headerTimeout { refuse(connection, .requestTimeout) }
             } else if connection.slots.isEmpty {
                 let limit = connection.hasServedRequest ? settings.idleTimeout : settings.headerTimeout

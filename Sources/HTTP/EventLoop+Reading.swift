@@ -46,9 +46,7 @@ extension EventLoop {
             case .discard:
                 return bytes.count
             case .head:
-                guard connection.acceptsRequests, connection.slots.count < settings.maxPipelinedRequests else {
-                    return index
-                }
+                guard connection.canStartRequest(settings) else { return index }
                 if !connection.scanner.hasStarted {
                     // Blank lines before a request are ignored (RFC 9112 §2.2).
                     while index + 1 < bytes.count && bytes[index] == ASCII.cr && bytes[index + 1] == ASCII.lf {
@@ -186,6 +184,16 @@ extension EventLoop {
         markDirty(connection)
     }
 
+    /// After the client's FIN, a request still being received can never complete: drop it.
+    /// Complete requests still waiting their turn in `pending` are served.
+    func abandonIncompleteRequest(_ connection: Connection) {
+        guard connection.peerClosed, connection.isReadingBody || connection.scanner.hasStarted else { return }
+        if connection.isReadingBody, let index = connection.slotIndex(connection.bodySequence) {
+            connection.slots.removeSubrange(index...)
+        }
+        stopParsing(connection)
+    }
+
     private func stopParsing(_ connection: Connection) {
         connection.acceptsRequests = false
         connection.phase = .discard
@@ -205,13 +213,7 @@ extension EventLoop {
             return
         }
         connection.peerClosed = true
-        if connection.isReadingBody || connection.scanner.hasStarted {
-            // The request being received can never complete; drop it.
-            if connection.isReadingBody, let index = connection.slotIndex(connection.bodySequence) {
-                connection.slots.removeSubrange(index...)
-            }
-            stopParsing(connection)
-        }
+        abandonIncompleteRequest(connection)
         if connection.slots.isEmpty && connection.output.isEmpty {
             close(connection, reason: .clientClosed)
             return

@@ -162,10 +162,6 @@ extension EventLoop {
                 flushStream(connection)
                 return
             }
-            if connection.peerClosed && connection.slots.isEmpty {
-                close(connection, reason: .clientClosed)
-                return
-            }
             if shuttingDown && connection.isIdle && !connection.isReadingBody {
                 beginLinger(connection)
                 return
@@ -174,10 +170,14 @@ extension EventLoop {
                 connection.phaseStart = now
             }
         }
-        if !connection.pending.isEmpty && connection.acceptsRequests
-            && connection.slots.count < settings.maxPipelinedRequests
-            && connection.output.count < settings.outputHighWater {
+        // The next pipelined request starts once this answer is out of the way.
+        if !connection.pending.isEmpty && connection.canStartRequest(settings) {
             parsePending(connection)
+            abandonIncompleteRequest(connection)
+        }
+        if connection.peerClosed && connection.slots.isEmpty && connection.output.isEmpty {
+            close(connection, reason: .clientClosed)
+            return
         }
         updateInterest(connection)
     }
@@ -245,9 +245,10 @@ extension EventLoop {
         } else if connection.stream != nil {
             wanted = read | (connection.streamBlocked || !connection.output.isEmpty ? EpollFlag.writable : 0)
         } else {
+            // While a request is handled, later input is buffered up to a bound, then left unread.
             let wantsInput = !connection.peerClosed && (connection.isReadingBody
                 || (connection.acceptsRequests
-                    && connection.slots.count < settings.maxPipelinedRequests
+                    && (connection.slots.isEmpty || connection.pending.count < settings.maxBufferedInput)
                     && connection.output.count < settings.outputHighWater))
             wanted = (wantsInput ? read : 0) | (connection.output.isEmpty ? 0 : EpollFlag.writable)
         }

@@ -84,9 +84,11 @@ struct LoopSettings: Sendable {
     /// How often timeouts are checked: a quarter of the shortest, between 5 ms and 250 ms.
     let sweepInterval: Int64
 
-    /// Requests a connection may have in flight before its input is left unread.
-    let maxPipelinedRequests = 32
-    /// Unsent response bytes beyond which a connection's input is left unread.
+    /// Input a connection may hold unparsed while its current request is being handled;
+    /// beyond it the connection is left unread until the answer is out.
+    let maxBufferedInput = 64 * 1024
+    /// Unsent response bytes beyond which a connection's next request is not started and its
+    /// input is left unread: a client that does not read its answers gets no more of them.
     let outputHighWater = 256 * 1024
 
     init(_ configuration: HTTPServer.Configuration) {

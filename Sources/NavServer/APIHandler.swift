@@ -93,7 +93,7 @@ final class APIHandler: HTTPHandler {
         let state = body["state"].flatMap { $0 == .null ? nil : $0 }
         let navigation: NavigationSession
         do {
-            navigation = try catalog.makeSession(feature: feature, state: state, eventBufferCapacity: configuration.eventBuffer)
+            navigation = try catalog.makeSession(feature: feature, state: state, limits: configuration.sessionLimits)
         } catch {
             throw APIError(error)
         }
@@ -122,7 +122,7 @@ final class APIHandler: HTTPHandler {
         case (.session, "DELETE"):
             store.remove(hosted.id)
             Task {
-                await session.end()
+                await session.end(.deleted)
                 answer.send(HTTPResponse(status: 204))
             }
         case (.session, _):
@@ -170,12 +170,13 @@ final class APIHandler: HTTPHandler {
                 try await session.dismiss(presentation: presentation, button: button, ifMatch: ifMatch)
             }
         case .pop:
-            let body = try RequestBody.object(request, allowed: ["count", "to"])
+            // An empty body is the Back button: one screen.
+            let body = try RequestBody.object(request, allowed: ["count", "to"], required: false)
             let pop: NavigationSession.PopRequest
             switch (body["count"], body["to"]) {
             case (.int(let count)?, nil): pop = .count(count)
             case (nil, .string(let element)?): pop = .to(element)
-            case (nil, nil): throw APIError.invalidBody("body", "expected {\"count\": n} or {\"to\": \"element id\"}")
+            case (nil, nil): pop = .count(1)
             case (.some, .some): throw APIError.invalidBody("body", "give either count or to, not both")
             case (let count?, nil): throw APIError.invalidBody("body.count", "expected an integer, found \(count.typeName)")
             case (nil, let to?): throw APIError.invalidBody("body.to", "expected an element id string, found \(to.typeName)")

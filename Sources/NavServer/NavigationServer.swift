@@ -56,7 +56,7 @@ public final class NavigationServer: Sendable {
         handler.lifecycle.markShuttingDown()
         http.beginShutdown()
         for hosted in handler.store.all {
-            await hosted.navigation.end()
+            await hosted.navigation.end(.shutdown)
             hosted.events.closeAll()
         }
         // finishShutdown blocks while connections drain: not on the cooperative pool, whose few
@@ -90,7 +90,7 @@ public final class NavigationServer: Sendable {
             while !Task.isCancelled, let ttl {
                 try? await Task.sleep(for: min(ttl, .seconds(15)))
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
-                    if handler.store.remove(hosted.id) != nil { await hosted.navigation.end() }
+                    if handler.store.remove(hosted.id) != nil { await hosted.navigation.end(.expired) }
                 }
             }
         }

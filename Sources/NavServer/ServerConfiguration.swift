@@ -1,4 +1,5 @@
 import Foundation
+import NavigationCore
 
 /// Every setting of `navd`: a flag, and for the ones a container sets, an environment variable.
 /// Flags win over the environment, the environment over defaults.
@@ -11,7 +12,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var alertDismissDelay: Duration = .seconds(3)
     public var maxSessions: Int?
     public var maxConnections: Int?
-    public var eventBuffer = 1024
+    /// Events kept for resuming, and how large a session's state may grow.
+    public var sessionLimits = SessionLimits()
     /// Sessions nobody touched (no request, no open stream) for this long are ended.
     public var idleSessionTTL: Duration? = .seconds(3600)
     public var corsOrigin: String?
@@ -71,7 +73,19 @@ public struct ServerConfiguration: Sendable, Equatable {
             config.maxConnections = try integer(value, "--max-connections", in: 1...10_000_000)
         },
         Option(flag: "--event-buffer", environment: "NAVD_EVENT_BUFFER", value: "N", help: "events kept per session for resuming streams (default 1024)") { config, value throws(Invalid) in
-            config.eventBuffer = try integer(value, "--event-buffer", in: 0...1_000_000)
+            config.sessionLimits.eventBufferCount = try integer(value, "--event-buffer", in: 0...1_000_000)
+        },
+        Option(flag: "--event-buffer-bytes", environment: "NAVD_EVENT_BUFFER_BYTES", value: "BYTES", help: "encoded bytes of events kept per session (default 8388608)") { config, value throws(Invalid) in
+            config.sessionLimits.eventBufferBytes = try integer(value, "--event-buffer-bytes", in: 0...(1 << 34))
+        },
+        Option(flag: "--max-path-length", environment: "NAVD_MAX_PATH_LENGTH", value: "N", help: "elements in one stack, items in a list sent as state (default 1000)") { config, value throws(Invalid) in
+            config.sessionLimits.maxPathLength = try integer(value, "--max-path-length", in: 1...1_000_000)
+        },
+        Option(flag: "--max-state-nodes", environment: "NAVD_MAX_STATE_NODES", value: "N", help: "features on screen per session, objects and arrays in a state sent (default 10000)") { config, value throws(Invalid) in
+            config.sessionLimits.maxNodes = try integer(value, "--max-state-nodes", in: 1...10_000_000)
+        },
+        Option(flag: "--max-string-bytes", environment: "NAVD_MAX_STRING_BYTES", value: "BYTES", help: "UTF-8 bytes of any one string in state (default 65536)") { config, value throws(Invalid) in
+            config.sessionLimits.maxStringBytes = try integer(value, "--max-string-bytes", in: 1...(1 << 30))
         },
         Option(flag: "--idle-session-ttl", environment: "NAVD_IDLE_SESSION_TTL", value: "SECONDS", help: "end sessions idle this long, 0 = never (default 3600)") { config, value throws(Invalid) in
             let seconds = try integer(value, "--idle-session-ttl", in: 0...31_536_000)

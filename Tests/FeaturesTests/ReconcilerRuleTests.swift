@@ -222,7 +222,7 @@ import Testing
 
     @Test func resumingReplaysWhatWasMissedOrFallsBackToASnapshot() async throws {
         let dependencies = Harness.dependencies()
-        let session = try FeatureSet.catalog(dependencies).makeSession(feature: "counter", state: nil, eventBufferCapacity: 4)
+        let session = try FeatureSet.catalog(dependencies).makeSession(feature: "counter", state: nil, limits: SessionLimits(eventBufferCount: 4))
         for _ in 0..<6 { _ = try await session.perform(target: "root", action: "incrementButtonTapped", arguments: nil) }
         let recent = await session.attach(after: 4) { $0 }
         guard case .resume(let events) = recent else { Issue.record("expected a resume"); return }

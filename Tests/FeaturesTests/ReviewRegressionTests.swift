@@ -19,12 +19,12 @@ import Testing
         let outcome = try await gallery.session.perform(target: "root", action: "timedAlertButtonTapped", arguments: nil)
         _ = await gallery.session.waitForEffects(of: outcome, timeout: .milliseconds(200))
         #expect(ContinuousClock.now - started < .seconds(5))
-        await gallery.session.end()
+        await gallery.session.end(.deleted)
     }
 
     @Test func anEndedSessionRefusesWorkAndTellsNewSubscribers() async throws {
         let counter = try await Harness("counter")
-        await counter.session.end()
+        await counter.session.end(.deleted)
         await #expect(throws: NavigationError.sessionEnded) {
             try await counter.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         }

@@ -40,7 +40,7 @@ import TestSupport
     }
 
     @Test func resumingSendsEverythingAfterTheIdAndNothingTwice() async throws {
-        let server = try TestServer { $0.eventBuffer = 4 }
+        let server = try TestServer { $0.sessionLimits.eventBufferCount = 4 }
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         for _ in 0..<6 { _ = try await client.act(id, token: token, "incrementButtonTapped") }
@@ -103,7 +103,7 @@ import TestSupport
         _ = try await stream.readEvents { $0.name == "snapshot" }
         #expect(try await server.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
         let end = try await stream.readEvents { $0.name == "end" }
-        #expect(end.last?.data == json("{}"))
+        #expect(end.last?.data == json(#"{"reason":"deleted"}"#))
         #expect(await stream.readUntilClosed())
         await server.stop()
     }

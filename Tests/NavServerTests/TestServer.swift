@@ -23,7 +23,7 @@ final class TestServer: Sendable {
         try server.start()
     }
 
-    func client() throws -> LoopbackClient { try LoopbackClient(port: port) }
+    func client(timeoutSeconds: Int = 10) throws -> LoopbackClient { try LoopbackClient(port: port, timeoutSeconds: timeoutSeconds) }
 
     /// Creates a session and returns its id and token.
     func session(_ feature: String, state: String? = nil) async throws -> (id: String, token: String) {

@@ -49,7 +49,7 @@ import Testing
     func event(_ sequence: Int) -> NavigationEvent { NavigationEvent(sequence: sequence, kind: .state, data: [:]) }
 
     @Test func keepsTheLastEventsAndKnowsWhenItCannotResume() {
-        var log = EventLog(capacity: 3)
+        var log = EventLog(capacity: 3, byteLimit: 1 << 20)
         for sequence in 1...5 { log.append(event(sequence)) }
         #expect(log.events(after: 2, lastIssued: 5)?.map(\.sequence) == [3, 4, 5])
         #expect(log.events(after: 4, lastIssued: 5)?.map(\.sequence) == [5])
@@ -60,7 +60,7 @@ import Testing
     }
 
     @Test func anEmptyLogResumesFromZero() {
-        let log = EventLog(capacity: 3)
+        let log = EventLog(capacity: 3, byteLimit: 1 << 20)
         #expect(log.events(after: 0, lastIssued: 0)?.isEmpty == true)
     }
 }

@@ -30,10 +30,10 @@ private let alive = Atomic<Int>(0)
             ],
             presentations: [.model("open", style: .sheet, page, unwrap: { $0.open }, dismiss: { $0.open = nil })],
             stacks: [.path("pages", \.pages, edit: { book, body in body(&book.pages) }, accepts: ["page"],
-                           codec: element,
+                           screens: [page], codec: element,
                            feature: { StackElement($0, page) })]
         )
-        return FeatureCatalog(hosting: [.init(book)], describing: [book, page])
+        return FeatureCatalog(hosting: [.init(book)])
     }
 
     @Test func anEndedSessionFreesEveryModelInItsStacksAndPresentations() async throws {
@@ -50,7 +50,7 @@ private let alive = Atomic<Int>(0)
             let tree = await session.navigation()
             #expect(tree["stacks"]?[0]?["elements"]?.arrayValue?.count == 3)
             #expect(tree["presentations"]?.arrayValue?.count == 1)
-            await session.end()
+            await session.end(.deleted)
         }
         // Let the session's last tasks wind down.
         for _ in 0..<50 where alive.load(ordering: .relaxed) != before { try await Task.sleep(for: .milliseconds(20)) }

@@ -110,7 +110,8 @@ public final class WifiModel {
         case .detail(let model):
             model.onConfirmForget = { [weak self, weak model] in
                 guard let self, let model, case .detail(let shown)? = destination, shown === model else { return }
-                if selectedNetworkID == model.network.id { selectedNetworkID = nil }
+                // FEATURES.md: forgetting a network clears the selection, whichever network it was.
+                selectedNetworkID = nil
                 destination = nil
             }
         case nil:

@@ -19,7 +19,7 @@ extension Screen where Subject == AppModel {
             ],
             stacks: [
                 .path("path", \.path, edit: { model, body in body(&model.path) },
-                      accepts: ["counter", "settings"], codec: path,
+                      accepts: ["counter", "settings"], screens: [counter, settings], codec: path,
                       feature: { element in
                           switch element {
                           case .counter(let model): StackElement(model, counter)

@@ -4,8 +4,10 @@ public struct PresentationSlot<Owner>: Sendable {
     /// As clients see it: `destination.fact`, `forgetAlert`.
     public let name: String
     public let style: PresentationStyle
+    /// The presented feature's screen, so the catalog can be derived by walking the declarations.
+    public let screen: any DescribableScreen
     /// The presented feature's name.
-    public let feature: String
+    public var feature: String { screen.name }
     /// The control a popover points at.
     public let anchor: String?
     let current: @Sendable (Owner, Access<Owner>) -> PresentedChild?
@@ -21,7 +23,7 @@ public struct PresentationSlot<Owner>: Sendable {
         unwrap: @escaping @Sendable (Owner) -> Child?,
         dismiss: @escaping @Sendable (inout Owner) -> Void
     ) -> PresentationSlot {
-        PresentationSlot(name: name, style: style, feature: screen.name, anchor: anchor, current: { owner, _ in
+        PresentationSlot(name: name, style: style, screen: screen, anchor: anchor, current: { owner, _ in
             guard let child = unwrap(owner) else { return nil }
             return PresentedChild(identity: .object(ObjectIdentifier(child)), alert: nil) {
                 LiveFeature(screen, access: .model(child))
@@ -42,7 +44,7 @@ public struct PresentationSlot<Owner>: Sendable {
         embed: @escaping @Sendable (inout Owner, Child) -> Void,
         dismiss: @escaping @Sendable (inout Owner) -> Void
     ) -> PresentationSlot {
-        PresentationSlot(name: name, style: style, feature: screen.name, anchor: anchor, current: { owner, ownerAccess in
+        PresentationSlot(name: name, style: style, screen: screen, anchor: anchor, current: { owner, ownerAccess in
             guard let child = unwrap(owner) else { return nil }
             return PresentedChild(identity: identity(child), alert: alert?(owner, child)) {
                 LiveFeature(screen, access: Access(

@@ -10,6 +10,8 @@ public struct StackSlot<Owner>: Sendable {
     public let name: String
     /// The cases of path value this stack accepts from a push, as `GET /features` lists them.
     public let accepts: [String]
+    /// The screens its elements can show, so the catalog can be derived by walking the declarations.
+    public let screens: [any DescribableScreen]
     let contents: @Sendable (Owner) -> StackContents
     let truncate: @Sendable (inout Owner, Int) -> Void
     /// Appends `value` if it is of a kind this stack holds; `false` if it is not.
@@ -24,12 +26,14 @@ public struct StackSlot<Owner>: Sendable {
         _ keyPath: KeyPath<Owner, [Element]> & Sendable,
         edit: @escaping @Sendable (inout Owner, (inout [Element]) -> Void) -> Void,
         accepts cases: [String],
+        screens: [any DescribableScreen],
         codec: StateCodec<Element>,
         feature: @escaping @Sendable (Element) -> StackElement
     ) -> StackSlot {
         StackSlot(
             name: name,
             accepts: cases,
+            screens: screens,
             contents: { owner in
                 let elements = owner[keyPath: keyPath]
                 return StackContents(

@@ -34,6 +34,11 @@ final class ChangeTracker: Sendable {
         state.withLock { $0.inTransaction = value }
     }
 
+    /// What changed so far, left in place for the next `drain`.
+    func peek() -> [Int] {
+        state.withLock { $0.dirty }
+    }
+
     func drain() -> [Int] {
         state.withLock { state in
             defer {

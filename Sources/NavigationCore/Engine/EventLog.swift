@@ -1,29 +1,48 @@
 /// The last events of a session, kept so a client that reconnects can resume without a gap.
+///
+/// Bounded by count and by encoded bytes: a few huge events (a long text typed into a binding)
+/// must not hold more memory than many small ones. The oldest go first; a client that asks for
+/// events from before what is kept gets a snapshot instead.
 struct EventLog {
     let capacity: Int
-    private var buffer: [NavigationEvent] = []
-    private var start = 0
+    let byteLimit: Int
+    /// Kept events from `head` on; slots before it are released (nil) until compaction.
+    private var slots: [NavigationEvent?] = []
+    private var head = 0
+    private(set) var bytes = 0
 
-    init(capacity: Int) {
+    init(capacity: Int, byteLimit: Int) {
         self.capacity = max(0, capacity)
+        self.byteLimit = max(0, byteLimit)
     }
+
+    var count: Int { slots.count - head }
+
+    /// The kept events, oldest first.
+    var kept: [NavigationEvent] { slots[head...].compactMap { $0 } }
 
     mutating func append(_ event: NavigationEvent) {
         guard capacity > 0 else { return }
-        if buffer.count < capacity {
-            buffer.append(event)
-        } else {
-            buffer[start] = event
-            start = (start + 1) % capacity
+        slots.append(event)
+        bytes += event.encodedData.count
+        while count > capacity || (bytes > byteLimit && count > 0) { dropOldest() }
+        if head >= 64 && head * 2 >= slots.count {
+            slots.removeFirst(head)
+            head = 0
         }
+    }
+
+    private mutating func dropOldest() {
+        bytes -= slots[head]?.encodedData.count ?? 0
+        slots[head] = nil
+        head += 1
     }
 
     /// Every event after `sequence`, or `nil` if some of them are no longer kept.
     func events(after sequence: Int, lastIssued: Int) -> [NavigationEvent]? {
         guard sequence >= 0, sequence <= lastIssued else { return nil }
         if sequence == lastIssued { return [] }
-        let ordered = buffer.count < capacity ? buffer : Array(buffer[start...] + buffer[..<start])
-        guard let first = ordered.first, first.sequence <= sequence + 1 else { return nil }
-        return Array(ordered.drop(while: { $0.sequence <= sequence }))
+        guard head < slots.count, let first = slots[head], first.sequence <= sequence + 1 else { return nil }
+        return slots[head...].compactMap { event in event.flatMap { $0.sequence > sequence ? $0 : nil } }
     }
 }

@@ -3,10 +3,12 @@ public struct FeatureCatalog: Sendable {
     /// A feature a session can have at its root.
     public struct Host: Sendable {
         public let name: String
+        let screen: any DescribableScreen
         let makeRoot: @Sendable (JSON?) throws(StateError) -> any AnyLiveFeature
 
         public init<Model: AnyObject>(_ screen: Screen<Model>) {
             name = screen.name
+            self.screen = screen
             makeRoot = { state throws(StateError) in
                 let model = try state.map { json throws(StateError) in try screen.decode(json, at: JSONPath("state"), into: nil) }
                     ?? screen.make()
@@ -16,34 +18,55 @@ public struct FeatureCatalog: Sendable {
     }
 
     public let hosts: [Host]
-    /// `GET /features`: every screen, hostable or only ever presented.
+    /// `GET /features`: every screen that can appear, hostable or only ever presented.
     public let description: JSON
 
-    public init(hosting hosts: [Host], describing screens: [any DescribableScreen]) {
+    /// The description is derived by walking the declarations from the hostable roots, so a
+    /// screen can never be left out of it.
+    public init(hosting hosts: [Host]) {
         self.hosts = hosts
         let hostNames = Set(hosts.map(\.name))
+        var seen = Set<String>()
+        var screens: [any DescribableScreen] = []
+        var pending = hosts.map(\.screen)
+        while !pending.isEmpty {
+            let screen = pending.removeFirst()
+            guard seen.insert(screen.name).inserted else { continue }
+            screens.append(screen)
+            pending += screen.children
+        }
         description = .object(JSONObject([("features", .array(screens.map { $0.describe(hostable: hostNames.contains($0.name)) }))]))
     }
 
     /// A new session, optionally deep-linked by a full or partial initial state.
-    public func makeSession(feature: String, state: JSON?, eventBufferCapacity: Int = 1024) throws(NavigationError) -> NavigationSession {
+    public func makeSession(feature: String, state: JSON?, limits: SessionLimits = SessionLimits()) throws(NavigationError) -> NavigationSession {
         guard let host = hosts.first(where: { $0.name == feature }) else { throw .unknownFeature(feature) }
+        if let state {
+            do throws(StateError) { try limits.check(state, at: JSONPath("state")) } catch { throw .tooLarge(error) }
+        }
+        let root: any AnyLiveFeature
         do {
-            let root = try host.makeRoot(state)
-            return NavigationSession(feature: feature, root: root, eventBufferCapacity: eventBufferCapacity)
+            root = try host.makeRoot(state)
         } catch {
             throw .invalidState(error)
         }
+        return NavigationSession(feature: feature, root: root, limits: limits)
     }
 }
 
 /// A screen that can describe itself for `GET /features`, whatever its subject.
 public protocol DescribableScreen: Sendable {
     var name: String { get }
+    /// The screens this one can present or push.
+    var children: [any DescribableScreen] { get }
     func describe(hostable: Bool) -> JSON
 }
 
 extension Screen: DescribableScreen {
+    public var children: [any DescribableScreen] {
+        body.presentations.map(\.screen) + body.stacks.flatMap(\.screens)
+    }
+
     public func describe(hostable: Bool) -> JSON {
         .object(JSONObject([
             ("name", .string(name)),

@@ -11,6 +11,8 @@ public enum NavigationError: Error, Sendable, Equatable {
     case invalidArgument(StateError)
     case invalidState(StateError)
     case invalidPop(String)
+    /// The request would grow the session past one of its `SessionLimits`.
+    case tooLarge(StateError)
     /// No stack enclosing the feature accepts the pushed value.
     case notAccepted(feature: String, value: String)
     /// The session ended (deleted or expired) while the request was on its way.
@@ -42,6 +44,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .invalidArgument: "invalid_argument"
         case .invalidState: "invalid_state"
         case .invalidPop: "invalid_pop"
+        case .tooLarge: "state_too_large"
         case .notAccepted: "not_accepted"
         case .versionMismatch: "version_mismatch"
         case .sessionEnded: "session_not_found"
@@ -56,7 +59,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .unknownBinding(let feature, let name): "\(feature) has no field \"\(name)\""
         case .readOnlyBinding(let feature, let name): "\(feature).\(name) is not bindable"
         case .unknownButton(let presentation, let button): "presentation \(presentation) has no button \"\(button)\""
-        case .invalidArgument(let error), .invalidState(let error): error.description
+        case .invalidArgument(let error), .invalidState(let error), .tooLarge(let error): error.description
         case .invalidPop(let reason): reason
         case .notAccepted(let feature, let value): "no stack enclosing \(feature) accepts \(value)"
         case .versionMismatch(let expected, let current): "version is \(current), not \(expected)"

@@ -20,13 +20,15 @@ public actor NavigationSession {
     private var effectWaiters: [Int: [Wakeup]] = [:]
     private var endEvent: NavigationEvent?
     private var nextEffectID = 0
+    public nonisolated let limits: SessionLimits
 
-    init(feature: String, root: sending any AnyLiveFeature, eventBufferCapacity: Int) {
+    init(feature: String, root: sending any AnyLiveFeature, limits: SessionLimits) {
         self.feature = feature
+        self.limits = limits
         let tracker = ChangeTracker()
         self.tracker = tracker
         self.reconciler = Reconciler(root: root, tracker: tracker)
-        self.log = EventLog(capacity: eventBufferCapacity)
+        self.log = EventLog(capacity: limits.eventBufferCount, byteLimit: limits.eventBufferBytes)
         tracker.onFlushNeeded { [weak self] in
             guard let self else { return }
             Task { await self.flush() }
@@ -91,13 +93,15 @@ public actor NavigationSession {
     // MARK: - Requests
 
     public func perform(target: String, action: String, arguments: JSON?, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
-        try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        if let arguments { try measure(arguments, at: JSONPath("args")) }
+        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
             try feature(target, in: reconciler).perform(action, arguments: arguments)
         }
     }
 
     public func bind(target: String, field: String, value: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
-        try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        try measure(value, at: JSONPath("body"))
+        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
             try feature(target, in: reconciler).bind(field, to: value)
             return nil
         }
@@ -157,7 +161,8 @@ public actor NavigationSession {
 
     /// Pushes onto the nearest stack enclosing `target` (its own first) that accepts the value.
     public func push(from target: String, value: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
-        try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        try measure(value, at: JSONPath("value"))
+        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
             guard let start = reconciler.node(target) else { throw .notOnScreen(kind: "feature", id: target) }
             var candidate: Node? = start
             while let node = candidate {
@@ -178,7 +183,8 @@ public actor NavigationSession {
     /// A deep link into the running session: replaces the state. Models already on screen are
     /// updated in place, so only the difference is emitted.
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
-        try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        try measure(state, at: JSONPath("state"))
+        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
             let root = reconciler.root.feature
             do throws(StateError) {
                 try root.validateState(state)
@@ -209,13 +215,23 @@ public actor NavigationSession {
         return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore)
     }
 
-    /// Ends the session: cancels its effects and publishes `end`.
-    public func end() {
+    /// Why a session ended, as its `end` event says.
+    public enum EndReason: String, Sendable {
+        /// `DELETE /sessions/{id}`.
+        case deleted
+        /// Nobody used it for the idle TTL.
+        case expired
+        /// The server stopped and keeps no sessions (`--store memory`).
+        case shutdown
+    }
+
+    /// Ends the session: cancels its effects and publishes `end` with the reason.
+    public func end(_ reason: EndReason) {
         guard endEvent == nil else { return }
         flush()
         for task in runningEffects.values { task.cancel() }
         runningEffects.removeAll()
-        endEvent = commit([(.end, .object(JSONObject()))]).first
+        endEvent = commit([(.end, .object(JSONObject([("reason", .string(reason.rawValue))])))]).first
         for wakeup in effectWaiters.values.joined() { wakeup.fire() }
         effectWaiters.removeAll()
     }
@@ -227,6 +243,15 @@ public actor NavigationSession {
         return node.feature
     }
 
+    /// A value a client sent, refused before anything changes when it exceeds the limits.
+    private func measure(_ value: JSON, at path: JSONPath) throws(NavigationError) {
+        do throws(StateError) {
+            try limits.check(value, at: path)
+        } catch {
+            throw .tooLarge(error)
+        }
+    }
+
     private func transaction(
         ifMatch: Int?,
         _ body: (Reconciler) throws(NavigationError) -> Effect?
@@ -235,10 +260,18 @@ public actor NavigationSession {
         flush()
         if let ifMatch, ifMatch != version { throw .versionMismatch(expected: ifMatch, current: version) }
         let sequenceBefore = lastSequence
+        // Near a limit, keep the state as it was, so a transaction that would cross it can be
+        // undone. Far from every limit no transaction of the hosted features can cross one, and
+        // this costs nothing.
+        let undo = isNearLimits ? reconciler.root.feature.encodeState() : nil
         tracker.setInTransaction(true)
         let effect: Effect?
-        do {
+        do throws(NavigationError) {
             effect = try body(reconciler)
+            if let undo, let violation = reconciler.prospectiveViolation(of: limits) {
+                try? reconciler.root.feature.replaceState(with: undo)
+                throw NavigationError.tooLarge(StateError(JSONPath("state"), violation))
+            }
         } catch {
             reconciler.cancelClientRemovals()
             tracker.setInTransaction(false)
@@ -248,6 +281,10 @@ public actor NavigationSession {
         tracker.setInTransaction(false)
         let events = commit(reconciler.reconcile())
         return Outcome(version: version, events: events, effect: effectID, sequenceBefore: sequenceBefore)
+    }
+
+    private var isNearLimits: Bool {
+        reconciler.nodeCount * 2 >= limits.maxNodes || reconciler.longestStack * 2 >= limits.maxPathLength
     }
 
     /// Starts an effect right here, so its synchronous part belongs to this transaction.

@@ -16,6 +16,9 @@ final class Reconciler {
     /// Nodes a client removed in this transaction; their events say `origin: client`.
     private var clientRemovals: Set<Int> = []
 
+    /// Removals of one transaction, grouped by the subtree they take away, so the batch can list
+    /// unrelated subtrees in tree order whichever feature noticed its change first.
+    private var removalGroups: [(position: TreePosition, events: [(NavigationEvent.Kind, JSON)])] = []
     private var removals: [(NavigationEvent.Kind, JSON)] = []
     private var additions: [(NavigationEvent.Kind, JSON)] = []
     private var changes: [(NavigationEvent.Kind, JSON)] = []
@@ -49,6 +52,34 @@ final class Reconciler {
         }
         clientRemovals.removeAll()
         return takeBatch()
+    }
+
+    /// Feature instances on screen.
+    var nodeCount: Int { nodesByID.count }
+
+    /// The longest stack on screen.
+    var longestStack: Int { stacksByID.values.reduce(0) { max($0, $1.elements.count) } }
+
+    /// Measures what the next `reconcile` would put on screen, without changing anything, so a
+    /// transaction that would grow the tree past `limits` can be refused before it is committed.
+    /// New presentations and elements count one node each; their own children are not derived.
+    func prospectiveViolation(of limits: SessionLimits) -> String? {
+        var added = 0
+        var seen = Set<Int>()
+        for serial in tracker.peek() where seen.insert(serial).inserted {
+            guard let node = nodesBySerial[serial], node.isAttached, let derivation = node.feature.derive() else { continue }
+            for (stack, contents) in zip(node.stacks, derivation.stacks) {
+                if contents.count > limits.maxPathLength {
+                    return "stack \(stack.id) would hold \(contents.count) elements, more than this server's limit of \(limits.maxPathLength)"
+                }
+                added += max(0, contents.count - stack.elements.count)
+            }
+            added += max(0, derivation.presentations.count - node.presentations.count)
+        }
+        guard nodesByID.count + added <= limits.maxNodes else {
+            return "the session would show more than this server's limit of \(limits.maxNodes) features"
+        }
+        return nil
     }
 
     /// Marks a subtree the client is about to remove, so its events carry `origin: client`.
@@ -161,11 +192,9 @@ final class Reconciler {
             guard case .presented(let existingSlot, let identity, let alert) = existing.placement else { return false }
             return existingSlot == slot && identity == child.identity && alert == child.alert
         }
-        for existing in node.presentations.reversed()
+        for existing in node.presentations
         where !derivation.presentations.contains(where: { isSame(existing, slot: $0.slot, child: $0.child) }) {
-            removeDescendants(of: existing)
-            removals.append((.dismiss, .object(JSONObject([("id", .string(existing.id)), ("origin", .string(origin(of: existing).rawValue))]))))
-            detach(existing)
+            removing(existing) { dismiss(existing) }
         }
         // Presentations stay in the order they appeared, as a client that appends them holds them.
         node.presentations.removeAll { !$0.isAttached }
@@ -178,20 +207,31 @@ final class Reconciler {
         for (stack, contents) in zip(node.stacks, derivation.stacks) {
             let fingerprint = contents.fingerprint()
             let prefix = min(stack.fingerprint.commonPrefix(with: fingerprint), stack.elements.count)
-            if prefix < stack.elements.count { pop(stack, from: prefix) }
+            if prefix < stack.elements.count { removing(stack.elements[prefix]) { pop(stack, from: prefix) } }
             for index in prefix..<contents.count { pushElement(contents.makeFeature(index), onto: stack) }
             stack.fingerprint = fingerprint
         }
     }
 
-    /// Removes what a feature shows, deepest first, before the feature itself goes.
+    /// Collects the removals of one subtree, to be listed at its place in the tree.
+    private func removing(_ root: Node, _ body: () -> Void) {
+        let position = TreePosition(root)
+        body()
+        removalGroups.append((position, removals))
+        removals.removeAll()
+    }
+
+    private func dismiss(_ node: Node) {
+        removeDescendants(of: node)
+        removals.append((.dismiss, .object(JSONObject([("id", .string(node.id)), ("origin", .string(origin(of: node).rawValue))]))))
+        detach(node)
+    }
+
+    /// Removes what a feature shows before the feature itself goes (deepest first); what it shows
+    /// side by side goes in tree order.
     private func removeDescendants(of node: Node) {
-        for child in node.presentations.reversed() {
-            removeDescendants(of: child)
-            removals.append((.dismiss, .object(JSONObject([("id", .string(child.id)), ("origin", .string(origin(of: child).rawValue))]))))
-            detach(child)
-        }
-        for stack in node.stacks.reversed() where !stack.elements.isEmpty {
+        for child in node.presentations { dismiss(child) }
+        for stack in node.stacks where !stack.elements.isEmpty {
             pop(stack, from: 0)
         }
     }
@@ -238,10 +278,35 @@ final class Reconciler {
 
     private func takeBatch() -> [(NavigationEvent.Kind, JSON)] {
         defer {
-            removals.removeAll()
+            removalGroups.removeAll()
             additions.removeAll()
             changes.removeAll()
         }
-        return removals + additions + changes
+        if removalGroups.count > 1 { removalGroups.sort { $0.position < $1.position } }
+        return removalGroups.flatMap(\.events) + additions + changes
+    }
+}
+
+/// Where a node sits in the tree, comparable in tree order: an owner before what it shows, its
+/// presentations before its stacks, each in the order they appeared. Serials only grow, so a
+/// position stays valid while siblings come and go within one reconciliation.
+struct TreePosition: Comparable {
+    private var steps: [Int] = []
+
+    init(_ node: Node) {
+        var current: Node? = node
+        while let step = current, let parent = step.parent {
+            switch step.placement {
+            case .root: break
+            case .presented: steps.append(step.serial); steps.append(0)
+            case .element(let membership): steps.append(step.serial); steps.append(1 + membership.stack.slot)
+            }
+            current = parent
+        }
+        steps.reverse()
+    }
+
+    static func < (lhs: TreePosition, rhs: TreePosition) -> Bool {
+        lhs.steps.lexicographicallyPrecedes(rhs.steps)
     }
 }

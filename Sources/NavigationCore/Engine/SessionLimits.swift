@@ -1,0 +1,65 @@
+/// How large one session may grow, in events kept for resuming and in state.
+///
+/// A session's memory is whatever its clients put into it, so every dimension a client can
+/// grow has a bound: what a request carries is measured before anything changes, and growth
+/// through actions is measured before it is committed. Beyond a bound the request is refused
+/// (`state_too_large`) and the session stays as it was.
+public struct SessionLimits: Sendable, Equatable {
+    /// Events kept for `Last-Event-ID` resumes, by count…
+    public var eventBufferCount: Int
+    /// …and by encoded bytes; the oldest go first, and a resume from before them gets a snapshot.
+    public var eventBufferBytes: Int
+    /// Elements in one stack, and items in any list a client sends.
+    public var maxPathLength: Int
+    /// Feature instances on screen, and JSON objects and arrays in a state a client sends.
+    public var maxNodes: Int
+    /// UTF-8 bytes of any one string in state.
+    public var maxStringBytes: Int
+
+    public init(
+        eventBufferCount: Int = 1024,
+        eventBufferBytes: Int = 8 << 20,
+        maxPathLength: Int = 1000,
+        maxNodes: Int = 10_000,
+        maxStringBytes: Int = 64 << 10
+    ) {
+        self.eventBufferCount = eventBufferCount
+        self.eventBufferBytes = eventBufferBytes
+        self.maxPathLength = maxPathLength
+        self.maxNodes = maxNodes
+        self.maxStringBytes = maxStringBytes
+    }
+
+    /// Measures a value a client sent as state, an argument or a binding, before it is used.
+    public func check(_ value: JSON, at path: JSONPath) throws(StateError) {
+        var containers = 0
+        try check(value, at: path, containers: &containers)
+    }
+
+    private func check(_ value: JSON, at path: JSONPath, containers: inout Int) throws(StateError) {
+        switch value {
+        case .null, .bool, .int, .double:
+            return
+        case .string(let text):
+            guard text.utf8.count <= maxStringBytes else {
+                throw StateError(path, "a string of \(text.utf8.count) bytes is longer than this server's limit of \(maxStringBytes)")
+            }
+        case .array(let items):
+            guard items.count <= maxPathLength else {
+                throw StateError(path, "\(items.count) items are more than this server's limit of \(maxPathLength)")
+            }
+            try count(&containers, at: path)
+            for (index, item) in items.enumerated() { try check(item, at: path.appending(index: index), containers: &containers) }
+        case .object(let object):
+            try count(&containers, at: path)
+            for pair in object.pairs { try check(pair.value, at: path.appending(pair.key), containers: &containers) }
+        }
+    }
+
+    private func count(_ containers: inout Int, at path: JSONPath) throws(StateError) {
+        containers += 1
+        guard containers <= maxNodes else {
+            throw StateError(path, "the state holds more than this server's limit of \(maxNodes) objects and arrays")
+        }
+    }
+}

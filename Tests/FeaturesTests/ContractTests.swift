@@ -1,0 +1,186 @@
+import Features
+@testable import NavigationCore
+import Testing
+
+/// The points API.md and FEATURES.md state precisely, checked at the model level.
+@Suite struct ContractTests {
+    /// The ids a client must remove when the whole tree below the root goes: deepest first,
+    /// side-by-side subtrees in tree order.
+    private func removalOrder(below node: JSON) -> [JSON] {
+        var ids: [JSON] = []
+        for child in node["presentations"]?.arrayValue ?? [] {
+            ids += removalOrder(below: child)
+            ids.append(child["id"] ?? .null)
+        }
+        return ids
+    }
+
+    @Test func siblingPresentationsAreRemovedInTreeOrderEachDeepestFirst() async throws {
+        var harness = try await Harness("gallery")
+        _ = try await harness.session.perform(target: "root", action: "sheetAndPopoverButtonTapped", arguments: nil)
+        _ = try await harness.session.perform(target: "root", action: "nestedButtonTapped", arguments: nil)
+        let level1 = try #require(await harness.presentation("nested"))
+        _ = try await harness.session.perform(target: level1, action: "presentChildButtonTapped", arguments: nil)
+        _ = try await harness.session.perform(target: "root", action: "editTextButtonTapped", arguments: nil)
+        try await harness.sync()
+        let expected = removalOrder(below: await harness.tree())
+        #expect(expected.count == 5)
+
+        let outcome = try await harness.session.replaceState(json("{}"))
+        #expect(outcome.events.kinds == Array(repeating: "dismiss", count: 5))
+        #expect(outcome.events.filter { $0.kind == .dismiss }.map { $0.data["id"] } == expected)
+        try await harness.sync()
+    }
+
+    @Test func removalsNoticedByDifferentFeaturesStillFollowTreeOrder() async throws {
+        var harness = try await Harness("app", state: json(#"{"path":[{"counter":{"destination":{"fact":{"value":"x"}}}},{"settings":{}}]}"#))
+        let (stack, ids) = await harness.elements()
+        let fact = try #require(await harness.presentation("destination.fact", of: ids[0]))
+        try await harness.sync()
+        // The root pops the settings screen; the counter below it dismisses its sheet. The sheet
+        // sits earlier in the tree, so it goes first.
+        let outcome = try await harness.session.replaceState(json(#"{"path":[{"counter":{}}]}"#))
+        #expect(outcome.events.kinds == ["dismiss", "pop"])
+        #expect(outcome.events[0].data == json(#"{"id":"\#(fact)","origin":"server"}"#))
+        #expect(outcome.events[1].data == json(#"{"stack":"\#(stack)","ids":["\#(ids[1])"],"origin":"server"}"#))
+        #expect(await harness.elements().ids == [ids[0]])
+        try await harness.sync()
+    }
+
+    @Test func theVersionCountsTransactionsThatEmitAndANoOpKeepsIt() async throws {
+        var harness = try await Harness("app", state: json(#"{"path":[{"counter":{}},{"settings":{}}]}"#))
+        let before = await harness.session.describe().version
+        let (stack, ids) = await harness.elements()
+        // Popping to the element already on top changes nothing.
+        let noOp = try await harness.session.pop(stack: stack, .to(ids[1]))
+        #expect(noOp.version == before)
+        #expect(noOp.events.isEmpty)
+        // One transaction with several events is one version.
+        let several = try await harness.session.replaceState(json(#"{"path":[{"settings":{"isOn":true}}]}"#))
+        #expect(several.events.count > 1)
+        #expect(several.version == before + 1)
+        // Writing the value a field already has is a no-op too.
+        let same = try await harness.session.bind(target: await harness.elements().ids[0], field: "isOn", value: true)
+        #expect(same.version == before + 1)
+        #expect(same.events.isEmpty)
+        try await harness.sync()
+    }
+
+    @Test func forgettingAnyNetworkClearsTheSelection() async throws {
+        var wifi = try await Harness("wifi", state: json(#"{"selectedNetworkID":"n2"}"#))
+        // The detail of another network than the selected one.
+        _ = try await wifi.session.perform(target: "root", action: "infoButtonTapped", arguments: ["network": "n3"])
+        let detail = try #require(await wifi.presentation("destination.detail"))
+        _ = try await wifi.session.perform(target: detail, action: "forgetNetworkButtonTapped", arguments: nil)
+        let forget = try #require(await wifi.presentation("forgetAlertIsPresented", of: detail))
+        let outcome = try await wifi.session.dismiss(presentation: forget, button: "forget")
+        #expect(await wifi.state()["selectedNetworkID"] == .null)
+        #expect(await wifi.presentation("destination.detail") == nil)
+        #expect(outcome.events.last?.data == json(#"{"feature":"root","changes":{"selectedNetworkID":null}}"#))
+        try await wifi.sync()
+    }
+
+    @Test func endSaysWhy() async throws {
+        for reason in [NavigationSession.EndReason.deleted, .expired, .shutdown] {
+            let harness = try await Harness("counter")
+            await harness.session.end(reason)
+            guard case .ended(let end) = await harness.session.attach(after: nil, { $0 }) else {
+                Issue.record("expected an ended session")
+                continue
+            }
+            #expect(end.kind == .end)
+            #expect(end.data == .object(JSONObject([("reason", .string(reason.rawValue))])))
+        }
+    }
+
+    @Test func theCatalogListsEveryScreenThatCanAppear() throws {
+        let catalog = FeatureSet.catalog(Harness.dependencies())
+        let features = catalog.description["features"]?.arrayValue ?? []
+        let listed = Set(features.compactMap { $0["name"]?.stringValue })
+        var shown = Set<String>()
+        for feature in features {
+            for slot in feature["presentations"]?.arrayValue ?? [] { shown.insert(slot["feature"]?.stringValue ?? "") }
+        }
+        #expect(shown.isSubset(of: listed))
+        #expect(listed.isSuperset(of: ["fact", "factFailure", "nested", "textEditor", "timedAlert", "alert", "connect", "detail"]))
+        let hostable = Set(features.filter { $0["hostable"] == .bool(true) }.compactMap { $0["name"]?.stringValue })
+        #expect(hostable == Set(catalog.hosts.map(\.name)))
+    }
+}
+
+/// A session's size has bounds, and a request past them changes nothing.
+@Suite struct SessionLimitTests {
+    private static let limits = SessionLimits(maxPathLength: 4, maxNodes: 8, maxStringBytes: 16)
+
+    private func session(_ feature: String, _ state: String) throws -> NavigationSession {
+        try FeatureSet.catalog(Harness.dependencies()).makeSession(feature: feature, state: json(state), limits: Self.limits)
+    }
+
+    @Test func aDeepLinkPastALimitIsRefusedNamingThePath() throws {
+        let five = #"{"path":[{"settings":{}},{"settings":{}},{"settings":{}},{"settings":{}},{"settings":{}}]}"#
+        #expect(throws: NavigationError.tooLarge(StateError(JSONPath("state.path"), "5 items are more than this server's limit of 4"))) {
+            try session("app", five)
+        }
+        #expect(throws: NavigationError.self) { try session("gallery", #"{"text":"seventeen bytes!!"}"#) }
+        #expect(throws: Never.self) { try session("gallery", #"{"text":"sixteen bytes!!!"}"#) }
+    }
+
+    @Test func growthPastALimitIsUndoneAndChangesNothing() async throws {
+        let session = try session("app", #"{"path":[{"settings":{}},{"settings":{}},{"counter":{}}]}"#)
+        _ = try await session.perform(target: "root", action: "settingsButtonTapped", arguments: nil)
+        let before = await session.describe()
+        await #expect(throws: NavigationError.self) {
+            try await session.perform(target: "root", action: "counterButtonTapped", arguments: nil)
+        }
+        await #expect(throws: NavigationError.self) {
+            try await session.push(from: "root", value: json(#"{"settings":{}}"#))
+        }
+        let after = await session.describe()
+        #expect(after.version == before.version)
+        #expect(after.state == before.state)
+        #expect(after.navigation == before.navigation)
+        // Still usable, and shrinking is always allowed.
+        let stack = try #require(after.navigation["stacks"]?[0]?["id"]?.stringValue)
+        #expect(try await session.pop(stack: stack, .count(1)).events.count == 1)
+        #expect(try await session.perform(target: "root", action: "counterButtonTapped", arguments: nil).events.count == 1)
+    }
+
+    @Test func bindingsAndArgumentsAreMeasuredToo() async throws {
+        let session = try session("gallery", #"{"text":""}"#)
+        let editor = try #require(await session.navigation()["presentations"]?[0]?["id"]?.stringValue)
+        await #expect(throws: NavigationError.self) {
+            try await session.bind(target: editor, field: "text", value: .string(String(repeating: "x", count: 17)))
+        }
+        #expect(try await session.bind(target: editor, field: "text", value: .string(String(repeating: "x", count: 16))).events.count == 1)
+    }
+}
+
+@Suite struct EventBufferTests {
+    private func event(_ sequence: Int, bytes: Int) -> NavigationEvent {
+        NavigationEvent(sequence: sequence, kind: .state, data: .string(String(repeating: "x", count: bytes)))
+    }
+
+    @Test func theOldestEventsGoWhenTheBytesRunOut() {
+        var log = EventLog(capacity: 100, byteLimit: 1000)
+        for sequence in 1...10 { log.append(event(sequence, bytes: 298)) }
+        #expect(log.bytes <= 1000)
+        #expect(log.kept.map(\.sequence) == [8, 9, 10])
+        #expect(log.events(after: 7, lastIssued: 10)?.map(\.sequence) == [8, 9, 10])
+        #expect(log.events(after: 6, lastIssued: 10) == nil)
+        // One event larger than the whole budget is not kept; a resume from before it gets a snapshot.
+        log.append(event(11, bytes: 5000))
+        #expect(log.kept.isEmpty)
+        #expect(log.bytes == 0)
+        #expect(log.events(after: 10, lastIssued: 11) == nil)
+        #expect(log.events(after: 11, lastIssued: 11)?.isEmpty == true)
+    }
+
+    @Test func aLongRunStaysWithinBothBounds() {
+        var log = EventLog(capacity: 50, byteLimit: 10_000)
+        for sequence in 1...5000 {
+            log.append(event(sequence, bytes: sequence % 700))
+            #expect(log.count <= 50 && log.bytes <= 10_000)
+        }
+        #expect(log.kept.last?.sequence == 5000)
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+@testable import NavServer
+import NavigationCore
+import Testing
+import TestSupport
+
+/// What hostile testing found: ordering, bounds on memory, and the contract's finer points.
+@Suite(.serialized) struct HardeningTests {
+    @Test func pipelinedMutationsTakeEffectInTheOrderSent() async throws {
+        let server = try TestServer()
+        // Other connections keep the sessions' executors and the loops busy meanwhile.
+        let load = (0..<3).map { _ in
+            Task {
+                let (id, token) = try await server.session("counter")
+                let client = try server.client()
+                while !Task.isCancelled { _ = try await client.act(id, token: token, "incrementButtonTapped") }
+            }
+        }
+        for _ in 0..<24 {
+            let (id, token) = try await server.session("counter")
+            let client = try server.client()
+            var pipelined: [UInt8] = []
+            for version in 0..<32 {
+                pipelined += LoopbackClient.format("POST", "/sessions/\(id)/actions", headers: [
+                    ("Authorization", "Bearer \(token)"), ("Content-Type", "application/json"), ("If-Match", "\"\(version)\""),
+                ], body: Array(#"{"action":"incrementButtonTapped"}"#.utf8))
+            }
+            try await client.send(pipelined)
+            for version in 1...32 {
+                let response = try await client.readResponse()
+                #expect(response.status == 200, "\(response.text)")
+                #expect(response.json["version"] == .int(version))
+            }
+        }
+        for task in load { task.cancel() }
+        await server.stop()
+    }
+
+    @Test func aClientThatDoesNotReadItsAnswersGetsNoMoreWorkDone() async throws {
+        let server = try TestServer { $0.sessionLimits.maxStringBytes = 1 << 20 }
+        let text = String(repeating: "t", count: 900_000)
+        let (id, token) = try await server.session("gallery", state: #"{"text":"\#(text)"}"#)
+        let auth = ("Authorization", "Bearer \(token)")
+        let reader = try server.client(timeoutSeconds: 30)
+        var pipelined: [UInt8] = []
+        for _ in 0..<24 { pipelined += LoopbackClient.format("GET", "/sessions/\(id)", headers: [auth]) }
+        pipelined += LoopbackClient.format("PUT", "/sessions/\(id)/state", headers: [auth, ("Content-Type", "application/json")],
+                                           body: Array(#"{"state":{"text":"done"}}"#.utf8))
+        try await reader.send(pipelined)
+        try await Task.sleep(for: .seconds(1))
+        // Far more than the socket buffers hold is waiting: the change at the end has not run.
+        #expect(try await server.client().get("/sessions/\(id)", token: token).json["state"]?["text"] == .string(text))
+        for _ in 0..<24 { #expect(try await reader.readResponse().status == 200) }
+        #expect(try await reader.readResponse().status == 200)
+        #expect(try await server.client().get("/sessions/\(id)", token: token).json["state"]?["text"] == "done")
+        await server.stop()
+    }
+
+    @Test func popWithoutABodyPopsOneAndTooManyIsInvalid() async throws {
+        let server = try TestServer()
+        let (id, token) = try await server.session("app", state: #"{"path":[{"counter":{}},{"settings":{}}]}"#)
+        let client = try server.client()
+        let tree = try await client.get("/sessions/\(id)/navigation", token: token).json
+        let stack = try #require(tree["stacks"]?[0]?["id"]?.stringValue)
+        let top = try #require(tree["stacks"]?[0]?["elements"]?[1]?["id"]?.stringValue)
+        let tooMany = try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: #"{"count":3}"#)
+        #expect(tooMany.status == 422 && tooMany.json["error"]?["code"] == "invalid_pop")
+        let back = try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", headers: [("Authorization", "Bearer \(token)")])
+        #expect(back.status == 200)
+        #expect(back.json["events"]?[0]?["data"] == json(#"{"stack":"\#(stack)","ids":["\#(top)"],"origin":"client"}"#))
+        #expect(back.json["version"] == 1)
+        await server.stop()
+    }
+
+    @Test func stateBeyondTheLimitsIsRefusedWith422AndNamesThePath() async throws {
+        let server = try TestServer()
+        let client = try server.client()
+        let elements = Array(repeating: #"{"settings":{}}"#, count: 1001).joined(separator: ",")
+        let tooLong = try await client.request("POST", "/sessions", json: #"{"feature":"app","state":{"path":[\#(elements)]}}"#)
+        #expect(tooLong.status == 422)
+        #expect(tooLong.json["error"]?["code"] == "state_too_large")
+        #expect(tooLong.json["error"]?["message"]?.stringValue?.hasPrefix("state.path:") == true)
+        let string = String(repeating: "s", count: 70_000)
+        let (id, token) = try await server.session("gallery")
+        let put = try await client.request("PUT", "/sessions/\(id)/state", token: token, json: #"{"state":{"text":"\#(string)"}}"#)
+        #expect(put.status == 422 && put.json["error"]?["code"] == "state_too_large")
+        #expect(try await client.get("/sessions/\(id)", token: token).json["version"] == 0)
+        await server.stop()
+    }
+}
