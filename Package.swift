@@ -22,7 +22,9 @@ let package = Package(
         // HTTP/1.1 and server-sent events on non-blocking sockets. Knows nothing of navigation.
         .target(name: "HTTP", swiftSettings: swiftSettings),
         // Sessions, routes, configuration and metrics: wires the core and the features to HTTP.
-        .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP"], swiftSettings: swiftSettings),
+        .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP", "CGlibcMalloc"], swiftSettings: swiftSettings),
+        // glibc's malloc.h (mallopt, malloc_trim): empty elsewhere.
+        .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
         // Loopback stubs shared by the test targets; never part of a product.
         .target(name: "TestSupport", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd", dependencies: ["NavServer"], swiftSettings: swiftSettings),

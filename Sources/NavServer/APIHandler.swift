@@ -11,6 +11,7 @@ final class APIHandler: HTTPHandler {
     let log: RequestLog
     let configuration: ServerConfiguration
     let lifecycle: Lifecycle
+    let memory = MemoryReturn()
 
     init(catalog: FeatureCatalog, store: SessionStore, metrics: Metrics, log: RequestLog,
          configuration: ServerConfiguration, lifecycle: Lifecycle) {
@@ -121,8 +122,10 @@ final class APIHandler: HTTPHandler {
         switch (route, request.method) {
         case (.session, "DELETE"):
             store.remove(hosted.id)
+            let memory = memory
             Task {
                 await session.end(.deleted)
+                memory.sessionEnded()
                 answer.send(HTTPResponse(status: 204))
             }
         case (.session, _):

@@ -90,11 +90,20 @@ public final class NavigationServer: Sendable {
             while !Task.isCancelled, let ttl {
                 try? await Task.sleep(for: min(ttl, .seconds(15)))
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
-                    if handler.store.remove(hosted.id) != nil { await hosted.navigation.end(.expired) }
+                    if handler.store.remove(hosted.id) != nil {
+                        await hosted.navigation.end(.expired)
+                        handler.memory.sessionEnded()
+                    }
                 }
             }
         }
-        housekeeping.withLock { $0 = [heartbeat, reaper] }
+        let trimmer = Task.detached {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                handler.memory.returnIfSessionsEnded()
+            }
+        }
+        housekeeping.withLock { $0 = [heartbeat, reaper, trimmer] }
         handler.log.startWriting()
     }
 

@@ -66,6 +66,23 @@ import Testing
         try await harness.sync()
     }
 
+    @Test func aWarmDeepLinkKeepsScreensWithTheSameSlotAndCaseOrStackPositionAndCase() async throws {
+        var harness = try await Harness("app", state: json(#"{"path":[{"counter":{"destination":{"settings":{}}}},{"settings":{}},{"counter":{}}]}"#))
+        let (stack, ids) = await harness.elements()
+        let settings = try #require(await harness.presentation("destination.settings", of: ids[0]))
+        try await harness.sync()
+        // Same case at position 0 (kept, its sheet too), another case at 1 (replaced), 2 gone.
+        let outcome = try await harness.session.replaceState(json(#"{"path":[{"counter":{"count":5,"destination":{"settings":{"isOn":true}}}},{"counter":{}}]}"#))
+        #expect(outcome.events.kinds == ["pop", "push", "state", "state"])
+        #expect(outcome.events[0].data["ids"] == .array([.string(ids[2]), .string(ids[1])]))
+        let after = await harness.elements()
+        #expect(after.stack == stack)
+        #expect(after.ids.first == ids[0])
+        #expect(after.ids.count == 2 && after.ids[1] != ids[1])
+        #expect(await harness.presentation("destination.settings", of: ids[0]) == settings)
+        try await harness.sync()
+    }
+
     @Test func forgettingAnyNetworkClearsTheSelection() async throws {
         var wifi = try await Harness("wifi", state: json(#"{"selectedNetworkID":"n2"}"#))
         // The detail of another network than the selected one.

@@ -131,4 +131,44 @@ import TestSupport
         #expect(requests.contains { $0["path"] == .string("/sessions/\(id)/navigation?x=1") && $0["status"] == 401 })
         #expect(requests.allSatisfy { $0["duration_ms"] != nil && $0["status"] != nil })
     }
+
+    /// Resident memory of a process, from /proc (Linux).
+    private static func residentBytes(_ pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "") else { return nil }
+        return kilobytes * 1024
+    }
+
+    @Test func theMemoryOfEndedSessionsReturnsToTheSystem() async throws {
+        let navd = try Running(["--port", "0", "--log-requests", "off", "--fact-base-url", "http://127.0.0.1:9"])
+        try navd.waitUntilListening()
+        let pid = navd.process.processIdentifier
+        let client = try LoopbackClient(port: navd.port)
+        let before = try #require(Self.residentBytes(pid))
+        var sessions: [(id: String, token: String)] = []
+        for _ in 0..<6 {
+            let created = try await client.request("POST", "/sessions", json: #"{"feature":"gallery","state":{"text":""}}"#)
+            let id = try #require(created.json["id"]?.stringValue)
+            let token = try #require(created.json["token"]?.stringValue)
+            let editor = try #require(created.json["navigation"]?["presentations"]?[0]?["id"]?.stringValue)
+            // Each session's event buffer fills to its 8 MiB bound with 60 KB texts.
+            for round in 0..<150 {
+                let text = String(repeating: "x", count: 60_000) + String(round)
+                let written = try await client.request("PUT", "/sessions/\(id)/features/\(editor)/bindings/text", token: token, json: #""\#(text)""#)
+                #expect(written.status == 200)
+            }
+            sessions.append((id, token))
+        }
+        let full = try #require(Self.residentBytes(pid))
+        #expect(full - before > 40 << 20, "six full event buffers hold about 48 MiB")
+        for session in sessions {
+            #expect(try await client.request("DELETE", "/sessions/\(session.id)", headers: [("Authorization", "Bearer \(session.token)")]).status == 204)
+        }
+        try await Task.sleep(for: .seconds(3))
+        let after = try #require(Self.residentBytes(pid))
+        #expect(after - before < (full - before) / 3, "RSS \(before >> 20) → \(full >> 20) → \(after >> 20) MiB")
+        navd.process.terminate()
+        _ = await navd.wait(timeout: .seconds(5))
+    }
 }
