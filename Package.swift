@@ -17,6 +17,8 @@ let package = Package(
     targets: [
         // Navigation core: state encoding, slots, the navigation tree and the reconciler. No HTTP, no features.
         .target(name: "NavigationCore", swiftSettings: swiftSettings),
+        // Where sessions live between processes: the storage seam and its records. No engine, no HTTP.
+        .target(name: "SessionStorage", swiftSettings: swiftSettings),
         // The hosted features: plain observable models and, apart from them, their screens.
         .target(name: "Features", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         // HTTP/1.1 and server-sent events on non-blocking sockets. Knows nothing of navigation.

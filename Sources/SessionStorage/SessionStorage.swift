@@ -1,0 +1,153 @@
+/// Where sessions live between processes: the seam between the server and a storage engine
+/// (SQLite embedded, PostgreSQL for several nodes, or nothing at all for `--store memory`).
+///
+/// The server never asks a store to rewrite a session whole on every change. A session is kept
+/// as a snapshot plus the transactions since: each transaction carries its events (what clients
+/// were sent, and what a reconnecting client will be sent again) and a patch of the state. Every
+/// so often the server writes a fresh snapshot, and the store drops what came before it.
+public protocol SessionStorage: Sendable {
+    /// Every live session, at start. Records that fail to decode are reported, not fatal.
+    func loadAll() throws(StorageError) -> LoadedSessions
+
+    /// Makes `writes` durable, in order, in one atomic commit with whatever else is pending
+    /// (group commit), then calls `completion` once, on some thread of the store's. A 2xx answer
+    /// is sent only after a successful completion.
+    func commit(_ writes: [StoreWrite], completion: @escaping @Sendable (Result<Void, StorageError>) -> Void)
+
+    /// Waits for every commit already handed over, then releases the engine.
+    func close()
+}
+
+/// What `loadAll` found.
+public struct LoadedSessions: Sendable {
+    public var sessions: [StoredSession]
+    /// Ids of session records that could not be read; they are skipped.
+    public var failed: [String]
+
+    public init(sessions: [StoredSession], failed: [String]) {
+        self.sessions = sessions
+        self.failed = failed
+    }
+}
+
+/// One change to the store.
+public enum StoreWrite: Sendable {
+    /// A new session, with its first snapshot.
+    case create(SessionRecord, SessionSnapshot)
+    /// What one transaction of the session changed.
+    case transaction(id: String, SessionTransaction)
+    /// A fresh snapshot; transactions up to `snapshot.lastSequence` may be dropped.
+    case snapshot(id: String, SessionSnapshot)
+    /// The session ended: everything about it leaves the store.
+    case delete(id: String)
+}
+
+/// What never changes about a session.
+public struct SessionRecord: Sendable, Equatable {
+    public var id: String
+    /// SHA-256 of the token: a copy of the store opens no session.
+    public var tokenHash: [UInt8]
+    public var feature: String
+    /// Seconds since 1970 when it was created.
+    public var created: Double
+
+    public init(id: String, tokenHash: [UInt8], feature: String, created: Double) {
+        self.id = id
+        self.tokenHash = tokenHash
+        self.feature = feature
+        self.created = created
+    }
+}
+
+/// A session whole at one moment: its state, the tree clients hold (with every id), and the
+/// counters that must go on without reuse.
+public struct SessionSnapshot: Sendable, Equatable {
+    public var version: Int
+    /// The last event id issued.
+    public var lastSequence: Int
+    /// The next number for a presentation, element or stack id.
+    public var nextSerial: Int
+    /// The full state, as `GET /sessions/{id}` shows it (encoded JSON).
+    public var state: [UInt8]
+    /// The navigation tree, as `GET /sessions/{id}/navigation` shows it (encoded JSON).
+    public var tree: [UInt8]
+    /// Feature-specific facts that are not state but must survive (a timer's deadline), as JSON.
+    public var extras: [UInt8]
+
+    public init(version: Int, lastSequence: Int, nextSerial: Int, state: [UInt8], tree: [UInt8], extras: [UInt8] = Array("{}".utf8)) {
+        self.version = version
+        self.lastSequence = lastSequence
+        self.nextSerial = nextSerial
+        self.state = state
+        self.tree = tree
+        self.extras = extras
+    }
+}
+
+/// One transaction: the events it emitted and how it changed the state.
+public struct SessionTransaction: Sendable, Equatable {
+    public var version: Int
+    public var lastSequence: Int
+    public var nextSerial: Int
+    /// A JSON Patch (RFC 6902) from the state before to the state after (encoded JSON).
+    public var statePatch: [UInt8]
+    public var events: [StoredEvent]
+    /// Replaces the snapshot's extras when present.
+    public var extras: [UInt8]?
+
+    public init(version: Int, lastSequence: Int, nextSerial: Int, statePatch: [UInt8], events: [StoredEvent], extras: [UInt8]? = nil) {
+        self.version = version
+        self.lastSequence = lastSequence
+        self.nextSerial = nextSerial
+        self.statePatch = statePatch
+        self.events = events
+        self.extras = extras
+    }
+}
+
+/// An event as clients received it.
+public struct StoredEvent: Sendable, Equatable {
+    public var sequence: Int
+    public var kind: String
+    /// The event's `data:` JSON, exactly as sent.
+    public var data: [UInt8]
+
+    public init(sequence: Int, kind: String, data: [UInt8]) {
+        self.sequence = sequence
+        self.kind = kind
+        self.data = data
+    }
+}
+
+/// A session as the store holds it: its last snapshot, the transactions since, and the events
+/// kept for resuming (at most the event buffer's worth, oldest first).
+public struct StoredSession: Sendable, Equatable {
+    public var record: SessionRecord
+    public var snapshot: SessionSnapshot
+    /// In commit order, all after `snapshot.lastSequence`.
+    public var transactions: [SessionTransaction]
+    /// Events kept for `Last-Event-ID`, in order; they may start before the snapshot.
+    public var events: [StoredEvent]
+
+    public init(record: SessionRecord, snapshot: SessionSnapshot, transactions: [SessionTransaction], events: [StoredEvent]) {
+        self.record = record
+        self.snapshot = snapshot
+        self.transactions = transactions
+        self.events = events
+    }
+}
+
+/// Why a store failed. A commit that fails leaves nothing of its batch behind.
+public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The data directory cannot be opened or is not navd's.
+    case cannotOpen(String)
+    /// The disk is full or an I/O error happened; the batch was rolled back.
+    case unavailable(String)
+
+    public var description: String {
+        switch self {
+        case .cannotOpen(let reason): "cannot open the session store: \(reason)"
+        case .unavailable(let reason): "the session store is unavailable: \(reason)"
+        }
+    }
+}
