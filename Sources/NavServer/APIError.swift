@@ -21,6 +21,7 @@ struct APIError: Error {
         case .invalid: self.init(422, error.code, error.message)
         case .preconditionFailed: self.init(412, error.code, error.message)
         case .gone: self.init(404, error.code, error.message)
+        case .unavailable: self.init(503, error.code, error.message, headers: ["Retry-After": "1"])
         }
     }
 

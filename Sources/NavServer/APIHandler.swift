@@ -200,7 +200,7 @@ final class APIHandler: HTTPHandler {
         }
         Task {
             do throws(NavigationError) {
-                var outcome = try await change(session)
+                var outcome = try await session.durable(try await change(session))
                 if let wait { outcome = await session.waitForEffects(of: outcome, timeout: wait) }
                 answer.send(.json(status: 200, Self.outcomeBody(outcome), headers: ["ETag": "\"\(outcome.version)\""]))
             } catch {
@@ -281,7 +281,7 @@ final class APIHandler: HTTPHandler {
             hosted.touch()
         }
         Task {
-            await hosted.navigation.attach(after: lastEventID) { start in
+            await hosted.navigation.attach(after: lastEventID) { start, through in
                 var first = ServerSentEvents.preamble
                 switch start {
                 case .resume(let missed): first += ServerSentEvents.frames(missed)
@@ -293,7 +293,7 @@ final class APIHandler: HTTPHandler {
                     stream.close()
                     return
                 }
-                events.add(stream, first: first)
+                events.add(stream, first: first, through: through)
             }
         }
     }

@@ -7,7 +7,9 @@ import Synchronization
 /// A batch is framed once and the same bytes are queued on every stream; a stream that cannot
 /// keep up is closed by the HTTP layer (its buffer is bounded), never waited for.
 final class SessionEvents: Sendable {
-    private let streams = Mutex<[ObjectIdentifier: EventStream]>([:])
+    /// Each stream with the last event id it already has: a stream that started from a snapshot
+    /// covering events not yet durable (so not yet published) skips them when they come.
+    private let streams = Mutex<[ObjectIdentifier: (stream: EventStream, through: Int)]>([:])
     private let metrics: Metrics
 
     init(metrics: Metrics) {
@@ -18,10 +20,10 @@ final class SessionEvents: Sendable {
 
     /// Registers a stream with what it must see first. Called on the session's executor, so no
     /// batch can slip in between.
-    func add(_ stream: EventStream, first bytes: [UInt8]) {
+    func add(_ stream: EventStream, first bytes: [UInt8], through sequence: Int) {
         // First bytes first: a heartbeat must not get ahead of `retry:` and the snapshot.
         stream.send(bytes)
-        streams.withLock { $0[ObjectIdentifier(stream)] = stream }
+        streams.withLock { $0[ObjectIdentifier(stream)] = (stream, sequence) }
         // A stream that closed meanwhile already ran its removal; take it out again.
         if !stream.isOpen { remove(stream) }
     }
@@ -34,20 +36,27 @@ final class SessionEvents: Sendable {
     func publish(_ events: [NavigationEvent]) {
         for event in events { metrics.eventEmitted(event.kind.rawValue) }
         let current = streams.withLock { Array($0.values) }
-        guard !current.isEmpty else { return }
+        guard !current.isEmpty, let first = events.first?.sequence else { return }
         let frames = ServerSentEvents.frames(events)
-        for stream in current { stream.send(frames) }
+        for (stream, through) in current {
+            if through < first {
+                stream.send(frames)
+            } else {
+                let unseen = events.filter { $0.sequence > through }
+                if !unseen.isEmpty { stream.send(ServerSentEvents.frames(unseen)) }
+            }
+        }
         if events.last?.kind == .end { closeAll() }
     }
 
     func sendHeartbeat() {
-        for stream in streams.withLock({ Array($0.values) }) { stream.send(ServerSentEvents.heartbeat) }
+        for (stream, _) in streams.withLock({ Array($0.values) }) { stream.send(ServerSentEvents.heartbeat) }
     }
 
     func closeAll() {
         let all = streams.withLock { streams in
             defer { streams.removeAll() }
-            return Array(streams.values)
+            return streams.values.map(\.stream)
         }
         for stream in all { stream.close() }
     }

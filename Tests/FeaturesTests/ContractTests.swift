@@ -101,7 +101,7 @@ import Testing
         for reason in [NavigationSession.EndReason.deleted, .expired, .shutdown] {
             let harness = try await Harness("counter")
             await harness.session.end(reason)
-            guard case .ended(let end) = await harness.session.attach(after: nil, { $0 }) else {
+            guard case .ended(let end) = await harness.session.attach(after: nil, { start, _ in start }) else {
                 Issue.record("expected an ended session")
                 continue
             }

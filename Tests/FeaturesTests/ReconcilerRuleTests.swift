@@ -224,18 +224,18 @@ import Testing
         let dependencies = Harness.dependencies()
         let session = try FeatureSet.catalog(dependencies).makeSession(feature: "counter", state: nil, limits: SessionLimits(eventBufferCount: 4))
         for _ in 0..<6 { _ = try await session.perform(target: "root", action: "incrementButtonTapped", arguments: nil) }
-        let recent = await session.attach(after: 4) { $0 }
+        let recent = await session.attach(after: 4, { start, _ in start })
         guard case .resume(let events) = recent else { Issue.record("expected a resume"); return }
         #expect(events.map(\.sequence) == [5, 6])
         for stale in [1, 7, -1] {
-            guard case .snapshot(let snapshot) = await session.attach(after: stale, { $0 }) else {
+            guard case .snapshot(let snapshot) = await session.attach(after: stale, { start, _ in start }) else {
                 Issue.record("expected a snapshot for \(stale)")
                 continue
             }
             #expect(snapshot.sequence == 6)
             #expect(snapshot.data["version"] == 6)
         }
-        guard case .resume(let none) = await session.attach(after: 6, { $0 }) else { Issue.record("expected a resume"); return }
+        guard case .resume(let none) = await session.attach(after: 6, { start, _ in start }) else { Issue.record("expected a resume"); return }
         #expect(none.isEmpty)
     }
 }

@@ -28,7 +28,7 @@ import Testing
         await #expect(throws: NavigationError.sessionEnded) {
             try await counter.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         }
-        guard case .ended(let end) = await counter.session.attach(after: nil, { $0 }) else {
+        guard case .ended(let end) = await counter.session.attach(after: nil, { start, _ in start }) else {
             Issue.record("expected the end event")
             return
         }

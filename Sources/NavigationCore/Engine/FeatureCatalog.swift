@@ -50,7 +50,20 @@ public struct FeatureCatalog: Sendable {
         } catch {
             throw .invalidState(error)
         }
-        return NavigationSession(feature: feature, root: root, limits: limits)
+        return NavigationSession(feature: feature, root: root, limits: limits, rebuild: rebuilder(host))
+    }
+
+    /// A session brought back from its journal, with the same tree, ids, counters and kept events.
+    public func restoreSession(feature: String, _ stored: DurableSession, events: [NavigationEvent],
+                               limits: SessionLimits = SessionLimits(), journal: any SessionJournal) throws(RecoveryError) -> NavigationSession {
+        guard let host = hosts.first(where: { $0.name == feature }) else { throw RecoveryError(description: "unknown feature \(feature)") }
+        return try NavigationSession(feature: feature, restoring: stored, events: events, limits: limits,
+                                     journal: journal, rebuild: rebuilder(host))
+    }
+
+    private func rebuilder(_ host: Host) -> @Sendable (JSON) throws(StateError) -> any AnyLiveFeature {
+        let makeRoot = host.makeRoot
+        return { state throws(StateError) in try makeRoot(state) }
     }
 }
 

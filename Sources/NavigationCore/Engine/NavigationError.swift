@@ -17,17 +17,20 @@ public enum NavigationError: Error, Sendable, Equatable {
     case notAccepted(feature: String, value: String)
     /// The session ended (deleted or expired) while the request was on its way.
     case sessionEnded
+    /// The change could not be made durable; the session is as it was.
+    case storageUnavailable
     /// `If-Match` named another version than the current one.
     case versionMismatch(expected: Int, current: Int)
 
     /// How a transport should classify the refusal.
-    public enum Kind: Sendable { case conflict, invalid, preconditionFailed, gone }
+    public enum Kind: Sendable { case conflict, invalid, preconditionFailed, gone, unavailable }
 
     public var kind: Kind {
         switch self {
         case .notOnScreen: .conflict
         case .versionMismatch: .preconditionFailed
         case .sessionEnded: .gone
+        case .storageUnavailable: .unavailable
         default: .invalid
         }
     }
@@ -48,6 +51,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .notAccepted: "not_accepted"
         case .versionMismatch: "version_mismatch"
         case .sessionEnded: "session_not_found"
+        case .storageUnavailable: "storage_unavailable"
         }
     }
 
@@ -64,6 +68,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .notAccepted(let feature, let value): "no stack enclosing \(feature) accepts \(value)"
         case .versionMismatch(let expected, let current): "version is \(current), not \(expected)"
         case .sessionEnded: "the session has ended"
+        case .storageUnavailable: "the change could not be stored; nothing changed, try again later"
         }
     }
 }

@@ -11,7 +11,7 @@ public struct NavigationEvent: Sendable {
     public let data: JSON
     public let encodedData: [UInt8]
 
-    init(sequence: Int, kind: Kind, data: JSON) {
+    public init(sequence: Int, kind: Kind, data: JSON) {
         self.sequence = sequence
         self.kind = kind
         self.data = data

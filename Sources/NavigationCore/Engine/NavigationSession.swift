@@ -10,7 +10,7 @@ public actor NavigationSession {
     public nonisolated let feature: String
     public private(set) var version = 0
     private var lastSequence = 0
-    private let reconciler: Reconciler
+    private var reconciler: Reconciler
     private let tracker: ChangeTracker
     private var log: EventLog
     private var publish: (@Sendable ([NavigationEvent]) -> Void)?
@@ -21,10 +21,16 @@ public actor NavigationSession {
     private var endEvent: NavigationEvent?
     private var nextEffectID = 0
     public nonisolated let limits: SessionLimits
+    private var durability: Durability?
 
-    init(feature: String, root: sending any AnyLiveFeature, limits: SessionLimits) {
+    /// Makes the root feature anew from a full state: how a rollback rebuilds the session.
+    private let rebuild: @Sendable (JSON) throws(StateError) -> any AnyLiveFeature
+
+    init(feature: String, root: sending any AnyLiveFeature, limits: SessionLimits,
+         rebuild: @escaping @Sendable (JSON) throws(StateError) -> any AnyLiveFeature) {
         self.feature = feature
         self.limits = limits
+        self.rebuild = rebuild
         let tracker = ChangeTracker()
         self.tracker = tracker
         self.reconciler = Reconciler(root: root, tracker: tracker)
@@ -33,6 +39,61 @@ public actor NavigationSession {
             guard let self else { return }
             Task { await self.flush() }
         }
+    }
+
+    /// A session brought back from its journal: the same tree, ids, counters and kept events.
+    init(feature: String, restoring stored: DurableSession, events: [NavigationEvent], limits: SessionLimits,
+         journal: any SessionJournal, rebuild: @escaping @Sendable (JSON) throws(StateError) -> any AnyLiveFeature) throws(RecoveryError) {
+        self.feature = feature
+        self.limits = limits
+        self.rebuild = rebuild
+        let tracker = ChangeTracker()
+        self.tracker = tracker
+        self.log = EventLog(capacity: limits.eventBufferCount, byteLimit: limits.eventBufferBytes)
+        do {
+            let root = try rebuild(stored.state)
+            self.reconciler = try Reconciler(root: root, tracker: tracker, restoring: stored.navigation, nextSerial: stored.nextSerial)
+        } catch let error as StateError {
+            throw RecoveryError(description: "state: \(error.description)")
+        } catch {
+            throw RecoveryError(description: "\(error)")
+        }
+        version = stored.version
+        lastSequence = stored.lastSequence
+        for event in events where event.sequence <= stored.lastSequence { log.append(event) }
+        durability = Durability(journal: journal, durable: stored)
+        tracker.onFlushNeeded { [weak self] in
+            guard let self else { return }
+            Task { await self.flush() }
+        }
+    }
+
+    /// From now on every batch is written to `journal` and published only once it is durable.
+    /// Returns the session as it stands, the journal's first snapshot.
+    public func makeDurable(journal: any SessionJournal) -> DurableSession {
+        flush()
+        let current = currentSnapshot()
+        durability = Durability(journal: journal, durable: current)
+        return current
+    }
+
+    /// Called with the streams to close when a failed write rolled the session back: clients
+    /// reconnect and resume from what is durable.
+    public func onRollback(_ body: @escaping @Sendable () -> Void) {
+        rolledBack = body
+    }
+
+    private var rolledBack: (@Sendable () -> Void)?
+
+    /// Batches handed to the journal or waiting for it, not yet durable.
+    var pendingWrites: Int { (durability?.queued.count ?? 0) + (durability?.inFlight.count ?? 0) }
+
+    /// The next number for an id, as a restored session must continue it.
+    var serialCounter: Int { reconciler.serialCounter }
+
+    private func currentSnapshot() -> DurableSession {
+        DurableSession(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
+                       state: reconciler.root.feature.encodeState() ?? .null, navigation: reconciler.root.json)
     }
 
     /// What a request changed.
@@ -72,13 +133,18 @@ public actor NavigationSession {
     /// Runs `body` on the session's executor with the events after `lastEventID`, or a snapshot
     /// when there is no id or it is too old or unknown. Nothing is published in between, so a
     /// subscriber registered in `body` misses nothing and gets nothing twice.
-    public func attach<Result: Sendable>(after lastEventID: Int?, _ body: @Sendable (Start) -> Result) -> Result {
-        if let endEvent { return body(.ended(endEvent)) }
+    ///
+    /// With a journal, events not yet durable are not published yet: a resume covers what is
+    /// durable, a snapshot covers everything, and `body` gets the last event id its start covers
+    /// so the subscriber skips what it already has when the rest is published.
+    public func attach<Result: Sendable>(after lastEventID: Int?, _ body: @Sendable (Start, Int) -> Result) -> Result {
+        if let endEvent { return body(.ended(endEvent), endEvent.sequence) }
         flush()
-        if let lastEventID, let missed = log.events(after: lastEventID, lastIssued: lastSequence) {
-            return body(.resume(missed))
+        let published = durability?.durableSequence ?? lastSequence
+        if let lastEventID, let missed = log.events(after: lastEventID, lastIssued: published) {
+            return body(.resume(missed), published)
         }
-        return body(.snapshot(snapshot()))
+        return body(.snapshot(snapshot()), lastSequence)
     }
 
     func snapshot() -> NavigationEvent {
@@ -211,7 +277,8 @@ public actor NavigationSession {
             deadline.cancel()
         }
         flush()
-        let events = log.events(after: outcome.sequenceBefore, lastIssued: lastSequence) ?? outcome.events
+        try? await waitDurable(through: lastSequence)
+        let events = log.events(after: outcome.sequenceBefore, lastIssued: durability?.durableSequence ?? lastSequence) ?? outcome.events
         return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore)
     }
 
@@ -225,16 +292,112 @@ public actor NavigationSession {
         case shutdown
     }
 
-    /// Ends the session: cancels its effects and publishes `end` with the reason.
+    /// Ends the session: cancels its effects and publishes `end` with the reason. Events still on
+    /// their way to the journal go out first; the session is over, so they need not be durable.
     public func end(_ reason: EndReason) {
         guard endEvent == nil else { return }
         flush()
         for task in runningEffects.values { task.cancel() }
         runningEffects.removeAll()
+        if var durability {
+            for entry in durability.inFlight + durability.queued { publishDurable(entry.events) }
+            durability.finishAll(success: true)
+            self.durability = nil
+        }
         endEvent = commit([(.end, .object(JSONObject([("reason", .string(reason.rawValue))])))]).first
         for wakeup in effectWaiters.values.joined() { wakeup.fire() }
         effectWaiters.removeAll()
     }
+
+    /// Closes the session without `end`, because it is not over: the server stops and keeps it.
+    /// Effects are cancelled; what they had not finished settles when the session is restored.
+    public func suspend() {
+        for task in runningEffects.values { task.cancel() }
+        runningEffects.removeAll()
+        for wakeup in effectWaiters.values.joined() { wakeup.fire() }
+        effectWaiters.removeAll()
+    }
+
+    // MARK: - Durability
+
+    /// Waits until what `outcome` changed is durable. Without a journal, at once.
+    public func durable(_ outcome: Outcome) async throws(NavigationError) -> Outcome {
+        guard let last = outcome.events.last?.sequence else { return outcome }
+        try await waitDurable(through: last)
+        return outcome
+    }
+
+    private func waitDurable(through sequence: Int) async throws(NavigationError) {
+        guard let durability, durability.durableSequence < sequence else { return }
+        let waiter = DurabilityWaiter(sequence: sequence)
+        self.durability?.waiters.append(waiter)
+        await waiter.wakeup.wait()
+        guard waiter.succeeded.load(ordering: .acquiring) else { throw .storageUnavailable }
+    }
+
+    /// Hands what is queued to the journal, unless a write is already under way.
+    private func writeQueued() {
+        guard var durability, durability.inFlight.isEmpty, !durability.queued.isEmpty else { return }
+        durability.inFlight = durability.queued
+        durability.queued = []
+        self.durability = durability
+        durability.journal.write(durability.inFlight) { [weak self] success in
+            guard let self else { return }
+            Task { await self.written(success: success) }
+        }
+    }
+
+    private func written(success: Bool) {
+        guard var durability else { return }
+        if success {
+            for entry in durability.inFlight {
+                durability.entriesSinceSnapshot.append(entry)
+                if let snapshot = entry.snapshot {
+                    durability.snapshot = snapshot
+                    durability.entriesSinceSnapshot = []
+                }
+                durability.durableSequence = entry.lastSequence
+                publishDurable(entry.events)
+            }
+            durability.inFlight = []
+            durability.wakeWaiters()
+            self.durability = durability
+            writeQueued()
+        } else {
+            rollBack(durability)
+        }
+    }
+
+    private func publishDurable(_ events: [NavigationEvent]) {
+        for event in events { log.append(event) }
+        publish?(events)
+    }
+
+    /// A write failed: nothing of it, nor of what was queued behind it, happened. The session
+    /// becomes what is durable again, and the requests waiting for those writes are refused.
+    private func rollBack(_ failed: Durability) {
+        var durability = failed
+        durability.finishAll(success: false)
+        for task in runningEffects.values { task.cancel() }
+        runningEffects.removeAll()
+        for wakeup in effectWaiters.values.joined() { wakeup.fire() }
+        effectWaiters.removeAll()
+        _ = tracker.drain()
+        if let durable = try? durability.snapshot.applying(durability.entriesSinceSnapshot),
+           let root = try? rebuild(durable.state),
+           let restored = try? Reconciler(root: root, tracker: tracker, restoring: durable.navigation, nextSerial: durable.nextSerial) {
+            reconciler = restored
+            version = durable.version
+            lastSequence = durable.lastSequence
+            durability.recorded = durable.state
+            durability.snapshot = durable
+            durability.entriesSinceSnapshot = []
+            durability.eventsSinceSnapshot = 0
+        }
+        self.durability = durability
+        rolledBack?()
+    }
+
 
     // MARK: - Transactions
 
@@ -319,8 +482,30 @@ public actor NavigationSession {
             lastSequence += 1
             return NavigationEvent(sequence: lastSequence, kind: kind, data: data)
         }
-        for event in events { log.append(event) }
-        publish?(events)
+        guard var durability, events.first?.kind != .end else {
+            publishDurable(events)
+            return events
+        }
+        // What the store keeps per batch is its events and a patch of the state, never the
+        // state whole; a snapshot every so often bounds what a restart must replay, and lets
+        // the store drop what came before it.
+        let state = reconciler.root.feature.encodeState() ?? .null
+        let patch = JSONPatch.diff(from: durability.recorded, to: state)
+        durability.recorded = state
+        durability.eventsSinceSnapshot += events.count
+        durability.batchesSinceSnapshot += 1
+        var snapshot: DurableSession?
+        if durability.batchesSinceSnapshot >= Durability.snapshotEvery
+            || durability.eventsSinceSnapshot * 2 >= max(2, limits.eventBufferCount) {
+            snapshot = DurableSession(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
+                                      state: state, navigation: reconciler.root.json)
+            durability.batchesSinceSnapshot = 0
+            durability.eventsSinceSnapshot = 0
+        }
+        durability.queued.append(JournalEntry(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
+                                              events: events, statePatch: patch, snapshot: snapshot))
+        self.durability = durability
+        writeQueued()
         return events
     }
 }
@@ -353,5 +538,60 @@ final class Wakeup: Sendable {
             return nil
         }
         waiting?.resume()
+    }
+}
+
+/// A durable session's bookkeeping: what is durable, what is being written, what waits.
+private struct Durability {
+    /// Batches between snapshots at most.
+    static let snapshotEvery = 64
+
+    let journal: any SessionJournal
+    /// The last durable snapshot and the durable entries since: what a rollback goes back to.
+    var snapshot: DurableSession
+    var entriesSinceSnapshot: [JournalEntry] = []
+    /// The state as of the last batch handed over: the base of the next patch.
+    var recorded: JSON
+    var durableSequence: Int
+    var queued: [JournalEntry] = []
+    var inFlight: [JournalEntry] = []
+    var waiters: [DurabilityWaiter] = []
+    var batchesSinceSnapshot = 0
+    var eventsSinceSnapshot = 0
+
+    init(journal: any SessionJournal, durable: DurableSession) {
+        self.journal = journal
+        self.snapshot = durable
+        self.recorded = durable.state
+        self.durableSequence = durable.lastSequence
+    }
+
+    mutating func wakeWaiters() {
+        waiters.removeAll { waiter in
+            guard waiter.sequence <= durableSequence else { return false }
+            waiter.finish(success: true)
+            return true
+        }
+    }
+
+    mutating func finishAll(success: Bool) {
+        for waiter in waiters { waiter.finish(success: success) }
+        waiters = []
+        queued = []
+        inFlight = []
+    }
+}
+
+/// A request waiting for its batch to be durable.
+private final class DurabilityWaiter: Sendable {
+    let sequence: Int
+    let wakeup = Wakeup()
+    let succeeded = Atomic<Bool>(false)
+
+    init(sequence: Int) { self.sequence = sequence }
+
+    func finish(success: Bool) {
+        succeeded.store(success, ordering: .releasing)
+        wakeup.fire()
     }
 }

@@ -32,9 +32,31 @@ final class Reconciler {
         let root = Node(id: "root", serial: 0, feature: feature, parent: nil, placement: .root)
         register(root)
         self.root = root
-        build(root)
+        build(root, restoring: nil)
         initialEvents = takeBatch()
     }
+
+    /// Rebuilds the tree clients hold after a restart: the same screens, with the ids `tree`
+    /// gives them, and ids for new screens continuing from `nextSerial`. Fails when the state
+    /// does not derive that very tree.
+    init(root feature: any AnyLiveFeature, tracker: ChangeTracker, restoring tree: JSON, nextSerial: Int) throws(RestoreError) {
+        self.tracker = tracker
+        let root = Node(id: "root", serial: 0, feature: feature, parent: nil, placement: .root)
+        register(root)
+        self.root = root
+        self.nextSerial = max(1, nextSerial)
+        build(root, restoring: tree)
+        _ = takeBatch()
+        guard root.json == tree else { throw RestoreError(description: "the state does not derive the stored navigation tree") }
+        guard self.nextSerial == max(1, nextSerial) else { throw RestoreError(description: "the stored tree and counters disagree") }
+    }
+
+    struct RestoreError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// The next number for an id: stored with every durable change, so ids are never reused.
+    var serialCounter: Int { nextSerial }
 
     func node(_ id: String) -> Node? { nodesByID[id] }
     func stack(_ id: String) -> StackNode? { stacksByID[id] }
@@ -104,22 +126,43 @@ final class Reconciler {
     }
 
     /// Fills a new node from its derivation and adds its subtree, parents before children.
-    private func build(_ node: Node) {
+    /// When restoring, ids come from the stored node in the same place instead of the counter.
+    private func build(_ node: Node, restoring stored: JSON?) {
         guard let derivation = observe(node) else { return }
         node.state = derivation.state
+        let storedStacks = stored?["stacks"]?.arrayValue ?? []
         node.stacks = derivation.stacks.indices.map { index in
-            let stack = StackNode(id: makeID("s"), slot: index, name: node.feature.stackName(index), owner: node)
+            let name = node.feature.stackName(index)
+            let id = storedStacks.first { $0["slot"]?.stringValue == name }?["id"]?.stringValue ?? makeID("s")
+            let stack = StackNode(id: id, slot: index, name: name, owner: node)
             stacksByID[stack.id] = stack
             return stack
         }
         announce(node)
+        let storedPresentations = stored?["presentations"]?.arrayValue ?? []
         for (slot, child) in derivation.presentations {
-            node.presentations.append(present(child, slot: slot, in: node))
+            let name = node.feature.presentationSlot(slot).name
+            let match = storedPresentations.first { $0["slot"]?.stringValue == name }
+            node.presentations.append(present(child, slot: slot, in: node, restoring: match))
+        }
+        if !storedPresentations.isEmpty {
+            // Presentations stay in the order they appeared, as clients hold them.
+            let order = storedPresentations.compactMap { $0["id"]?.stringValue }
+            node.presentations.sort { (order.firstIndex(of: $0.id) ?? .max) < (order.firstIndex(of: $1.id) ?? .max) }
         }
         for (stack, contents) in zip(node.stacks, derivation.stacks) {
-            for index in 0..<contents.count { pushElement(contents.makeFeature(index), onto: stack) }
+            let storedElements = storedStacks.first { $0["id"]?.stringValue == stack.id }?["elements"]?.arrayValue ?? []
+            for index in 0..<contents.count {
+                pushElement(contents.makeFeature(index), onto: stack, restoring: storedElements.indices.contains(index) ? storedElements[index] : nil)
+            }
             stack.fingerprint = contents.fingerprint()
         }
+    }
+
+    /// The serial of a stored id (`p12` → 12), or a fresh one.
+    private func serial(restoring stored: JSON?) -> Int {
+        guard let id = stored?["id"]?.stringValue, let serial = Int(id.dropFirst()), serial > 0 else { return makeSerial() }
+        return serial
     }
 
     private func announce(_ node: Node) {
@@ -152,23 +195,23 @@ final class Reconciler {
         }
     }
 
-    private func present(_ child: PresentedChild, slot: Int, in owner: Node) -> Node {
-        let serial = makeSerial()
+    private func present(_ child: PresentedChild, slot: Int, in owner: Node, restoring stored: JSON? = nil) -> Node {
+        let serial = serial(restoring: stored)
         let node = Node(
             id: "p\(serial)", serial: serial, feature: child.makeFeature(), parent: owner,
             placement: .presented(slot: slot, identity: child.identity, alert: child.alert)
         )
         register(node)
-        build(node)
+        build(node, restoring: stored)
         return node
     }
 
-    private func pushElement(_ feature: any AnyLiveFeature, onto stack: StackNode) {
-        let serial = makeSerial()
+    private func pushElement(_ feature: any AnyLiveFeature, onto stack: StackNode, restoring stored: JSON? = nil) {
+        let serial = serial(restoring: stored)
         let node = Node(id: "e\(serial)", serial: serial, feature: feature, parent: stack.owner, placement: .element(Node.Membership(stack: stack)))
         register(node)
         stack.elements.append(node)
-        build(node)
+        build(node, restoring: stored)
     }
 
     // MARK: - Diffing

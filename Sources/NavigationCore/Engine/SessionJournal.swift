@@ -1,0 +1,90 @@
+/// Where a durable session writes what it did, so that a restart brings it back exactly.
+///
+/// The engine knows nothing of the storage behind it: it hands over entries, in order, one
+/// call at a time per session, and publishes a batch's events (and answers the request that
+/// caused it) only once the journal says the batch is durable. A failed write rolls the
+/// session back to what is durable.
+public protocol SessionJournal: Sendable {
+    /// Makes `entries` durable, in order, then calls `completion` once: `true` when all of them
+    /// are, `false` when none is. The next call for the same session comes only after that.
+    func write(_ entries: [JournalEntry], completion: @escaping @Sendable (Bool) -> Void)
+}
+
+/// A session whole at one moment: enough to rebuild it with the same tree, ids and counters.
+public struct DurableSession: Sendable, Equatable {
+    public var version: Int
+    /// The last event id issued.
+    public var lastSequence: Int
+    /// The next number for a presentation, element or stack id.
+    public var nextSerial: Int
+    /// The full state, children included.
+    public var state: JSON
+    /// The navigation tree clients hold.
+    public var navigation: JSON
+
+    public init(version: Int, lastSequence: Int, nextSerial: Int, state: JSON, navigation: JSON) {
+        self.version = version
+        self.lastSequence = lastSequence
+        self.nextSerial = nextSerial
+        self.state = state
+        self.navigation = navigation
+    }
+
+    /// The session after `entries`: the state patched, the tree moved on by the events (what
+    /// every client does with them, rule 8), the counters of the last entry.
+    public func applying(_ entries: [JournalEntry]) throws(RecoveryError) -> DurableSession {
+        var session = self
+        var replica: NavigationReplica
+        do { replica = try NavigationReplica(navigation: navigation) } catch { throw RecoveryError(description: error.description) }
+        for entry in entries {
+            if let snapshot = entry.snapshot {
+                session = snapshot
+                do { replica = try NavigationReplica(navigation: snapshot.navigation) } catch { throw RecoveryError(description: error.description) }
+                continue
+            }
+            do {
+                session.state = try JSONPatch.apply(entry.statePatch, to: session.state)
+            } catch {
+                throw RecoveryError(description: "state patch of version \(entry.version): \(error.description)")
+            }
+            for event in entry.events {
+                do { try replica.apply(event: event.kind.rawValue, data: event.data) } catch {
+                    throw RecoveryError(description: "event \(event.sequence): \(error.description)")
+                }
+            }
+            session.version = entry.version
+            session.lastSequence = entry.lastSequence
+            session.nextSerial = entry.nextSerial
+        }
+        session.navigation = replica.navigation
+        return session
+    }
+}
+
+/// One batch of a session: its events, how the state changed, and now and then the session
+/// whole, after which earlier entries are no longer needed.
+public struct JournalEntry: Sendable {
+    public let version: Int
+    public let lastSequence: Int
+    public let nextSerial: Int
+    public let events: [NavigationEvent]
+    /// JSON Patch from the state before this batch to the state after it.
+    public let statePatch: JSON
+    /// The session after this batch, whole; set every so often.
+    public let snapshot: DurableSession?
+
+    public init(version: Int, lastSequence: Int, nextSerial: Int, events: [NavigationEvent], statePatch: JSON, snapshot: DurableSession?) {
+        self.version = version
+        self.lastSequence = lastSequence
+        self.nextSerial = nextSerial
+        self.events = events
+        self.statePatch = statePatch
+        self.snapshot = snapshot
+    }
+}
+
+/// A stored session that cannot be brought back as it was.
+public struct RecoveryError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(description: String) { self.description = description }
+}

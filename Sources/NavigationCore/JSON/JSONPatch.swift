@@ -1,0 +1,150 @@
+/// A JSON Patch (RFC 6902): how one JSON document became another, as `add`, `remove` and
+/// `replace` operations on JSON Pointers (RFC 6901).
+///
+/// A durable session stores what each transaction changed rather than its whole state. The
+/// diff keeps what is unchanged: an object is diffed key by key, and an array that grew or
+/// shrank at its end (a path pushed or popped) by its common part plus the tail.
+public enum JSONPatch {
+    public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The operations that turn `old` into `new`; empty when they are equal.
+    public static func diff(from old: JSON, to new: JSON) -> JSON {
+        var operations: [JSON] = []
+        diff(old, new, pointer: "", into: &operations)
+        return .array(operations)
+    }
+
+    private static func diff(_ old: JSON, _ new: JSON, pointer: String, into operations: inout [JSON]) {
+        switch (old, new) {
+        case (.object(let before), .object(let after)):
+            for pair in before.pairs where after[pair.key] == nil {
+                operations.append(operation("remove", pointer + "/" + escape(pair.key)))
+            }
+            for pair in after.pairs {
+                let path = pointer + "/" + escape(pair.key)
+                if let previous = before[pair.key] {
+                    diff(previous, pair.value, pointer: path, into: &operations)
+                } else {
+                    operations.append(operation("add", path, pair.value))
+                }
+            }
+        case (.array(let before), .array(let after)):
+            let common = min(before.count, after.count)
+            for index in 0..<common { diff(before[index], after[index], pointer: pointer + "/\(index)", into: &operations) }
+            // Removed from the end backwards, so each index is valid when it is applied.
+            for index in stride(from: before.count - 1, through: after.count, by: -1) {
+                operations.append(operation("remove", pointer + "/\(index)"))
+            }
+            for index in common..<after.count { operations.append(operation("add", pointer + "/-", after[index])) }
+        default:
+            if old != new { operations.append(operation("replace", pointer, new)) }
+        }
+    }
+
+    private static func operation(_ op: String, _ path: String, _ value: JSON? = nil) -> JSON {
+        var object = JSONObject([("op", .string(op)), ("path", .string(path))])
+        if let value { object.append("value", value) }
+        return .object(object)
+    }
+
+    private static func escape(_ key: String) -> String {
+        key.replacingAll("~", with: "~0").replacingAll("/", with: "~1")
+    }
+
+    /// Applies `patch` to `document`; fails, changing nothing, on any operation that does not fit.
+    public static func apply(_ patch: JSON, to document: JSON) throws(Failure) -> JSON {
+        guard case .array(let operations) = patch else { throw Failure(description: "a patch is an array of operations") }
+        var result = document
+        for operation in operations {
+            guard let op = operation["op"]?.stringValue, let path = operation["path"]?.stringValue else {
+                throw Failure(description: "an operation needs op and path")
+            }
+            let tokens = try parse(pointer: path)
+            switch op {
+            case "add", "replace":
+                guard let value = operation["value"] else { throw Failure(description: "\(op) \(path) needs a value") }
+                try set(&result, tokens[...], value, adding: op == "add")
+            case "remove":
+                try remove(&result, tokens[...])
+            default:
+                throw Failure(description: "unsupported operation \(op)")
+            }
+        }
+        return result
+    }
+
+    private static func parse(pointer: String) throws(Failure) -> [String] {
+        if pointer.isEmpty { return [] }
+        guard pointer.hasPrefix("/") else { throw Failure(description: "\(pointer) is not a JSON Pointer") }
+        return pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map {
+            String($0).replacingAll("~1", with: "/").replacingAll("~0", with: "~")
+        }
+    }
+
+    private static func set(_ target: inout JSON, _ tokens: ArraySlice<String>, _ value: JSON, adding: Bool) throws(Failure) {
+        guard let token = tokens.first else {
+            target = value
+            return
+        }
+        let rest = tokens.dropFirst()
+        switch target {
+        case .object(var object):
+            if rest.isEmpty {
+                guard adding || object[token] != nil else { throw Failure(description: "no member \(token) to replace") }
+                object[token] = value
+            } else {
+                guard var child = object[token] else { throw Failure(description: "no member \(token)") }
+                try set(&child, rest, value, adding: adding)
+                object[token] = child
+            }
+            target = .object(object)
+        case .array(var array):
+            if rest.isEmpty && adding && token == "-" {
+                array.append(value)
+            } else {
+                guard let index = Int(token), index >= 0, index < array.count + (rest.isEmpty && adding ? 1 : 0) else {
+                    throw Failure(description: "index \(token) is out of range")
+                }
+                if rest.isEmpty {
+                    if adding { array.insert(value, at: index) } else { array[index] = value }
+                } else {
+                    try set(&array[index], rest, value, adding: adding)
+                }
+            }
+            target = .array(array)
+        default:
+            throw Failure(description: "\(token) does not name a member or an element")
+        }
+    }
+
+    private static func remove(_ target: inout JSON, _ tokens: ArraySlice<String>) throws(Failure) {
+        guard let token = tokens.first else { throw Failure(description: "cannot remove the whole document") }
+        let rest = tokens.dropFirst()
+        switch target {
+        case .object(var object):
+            guard var child = object[token] else { throw Failure(description: "no member \(token)") }
+            if rest.isEmpty {
+                object[token] = nil
+            } else {
+                try remove(&child, rest)
+                object[token] = child
+            }
+            target = .object(object)
+        case .array(var array):
+            guard let index = Int(token), array.indices.contains(index) else { throw Failure(description: "index \(token) is out of range") }
+            if rest.isEmpty { array.remove(at: index) } else { try remove(&array[index], rest) }
+            target = .array(array)
+        default:
+            throw Failure(description: "\(token) does not name a member or an element")
+        }
+    }
+}
+
+private extension String {
+    func replacingAll(_ target: String, with replacement: String) -> String {
+        guard contains(target) else { return self }
+        return split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}

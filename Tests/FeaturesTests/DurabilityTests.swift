@@ -1,0 +1,195 @@
+import Features
+@testable import NavigationCore
+import Synchronization
+import Testing
+import TestSupport
+
+/// A journal kept in memory, so the engine's side of durability can be tested on its own: it
+/// can refuse writes (a full disk) or hold them (a slow disk).
+final class MemoryJournal: SessionJournal {
+    enum Mode { case accept, refuse, hold }
+    private struct State {
+        var entries: [JournalEntry] = []
+        var mode = Mode.accept
+        var held: [([JournalEntry], @Sendable (Bool) -> Void)] = []
+    }
+    private let state = Mutex(State())
+
+    var entries: [JournalEntry] { state.withLock { $0.entries } }
+    func set(_ mode: Mode) { state.withLock { $0.mode = mode } }
+
+    func write(_ entries: [JournalEntry], completion: @escaping @Sendable (Bool) -> Void) {
+        let accepted: Bool? = state.withLock { state in
+            switch state.mode {
+            case .accept: state.entries += entries; return true
+            case .refuse: return false
+            case .hold: state.held.append((entries, completion)); return nil
+            }
+        }
+        if let accepted { completion(accepted) }
+    }
+
+    /// Completes the held writes as `success` says.
+    func release(success: Bool) {
+        let held = state.withLock { state in
+            defer { state.held = []; state.mode = .accept }
+            if success { state.entries += state.held.flatMap(\.0) }
+            return state.held
+        }
+        for (_, completion) in held { completion(success) }
+    }
+
+    /// The session as a restart would find it: the last snapshot and the entries after it.
+    func restored(from first: DurableSession) throws -> DurableSession {
+        let all = entries
+        let start = all.lastIndex { $0.snapshot != nil }
+        let base = start.flatMap { all[$0].snapshot } ?? first
+        return try base.applying(Array(all[(start.map { $0 + 1 } ?? 0)...]))
+    }
+}
+
+@Suite struct DurabilityTests {
+    private func settle(_ session: NavigationSession) async throws {
+        for _ in 0..<500 where await session.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(2)) }
+        #expect(await session.pendingWrites == 0)
+    }
+
+    @Test(arguments: [("app", UInt64(11)), ("wifi", 12), ("gallery", 13), ("counter", 14)])
+    func aSessionRestoredFromItsJournalIsTheSameSession(_ feature: String, _ seed: UInt64) async throws {
+        var harness = try await Harness(feature)
+        let journal = MemoryJournal()
+        let first = await harness.session.makeDurable(journal: journal)
+        let features = harness.catalog.description["features"]?.arrayValue ?? []
+        var random = SplitMix64(seed: seed)
+        for step in 1...600 {
+            try? await InvariantPropertyTests.randomStep(harness, features: features, random: &random)
+            guard step % 50 == 0 else { continue }
+            try await settle(harness.session)
+            try await harness.sync()
+            let stored = try journal.restored(from: first)
+            let live = await harness.session.describe()
+            #expect(stored.version == live.version)
+            #expect(stored.state == live.state)
+            #expect(stored.navigation == live.navigation)
+            let events = journal.entries.flatMap(\.events)
+            let restored = try harness.catalog.restoreSession(feature: feature, stored, events: events, journal: MemoryJournal())
+            let again = await restored.describe()
+            #expect(again.version == live.version && again.state == live.state && again.navigation == live.navigation)
+            #expect(await restored.serialCounter == harness.session.serialCounter)
+            // Resuming from a recent id works on the restored session as on the live one.
+            if let last = events.last?.sequence, last > 3 {
+                guard case .resume(let missed) = await restored.attach(after: last - 3, { start, _ in start }) else {
+                    Issue.record("expected a resume after a restore")
+                    continue
+                }
+                #expect(missed.map(\.sequence) == Array((last - 2)...last))
+            }
+        }
+        // Snapshots keep what a restart replays short.
+        #expect(journal.entries.contains { $0.snapshot != nil })
+    }
+
+    @Test func aRestoredSessionNeverReusesAnId() async throws {
+        let harness = try await Harness("app")
+        let journal = MemoryJournal()
+        let first = await harness.session.makeDurable(journal: journal)
+        for _ in 0..<3 { _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: "counterButtonTapped", arguments: nil)) }
+        let stack = await harness.elements().stack
+        _ = try await harness.session.durable(try await harness.session.pop(stack: stack, .count(2)))
+        let used = Set(journal.entries.flatMap(\.events).compactMap { $0.data["id"]?.stringValue })
+        let lastStored = journal.entries.last?.lastSequence ?? 0
+        let restored = try harness.catalog.restoreSession(feature: "app", try journal.restored(from: first), events: [], journal: journal)
+        let pushed = try await restored.perform(target: "root", action: "counterButtonTapped", arguments: nil)
+        let id = try #require(pushed.events.first?.data["id"]?.stringValue)
+        #expect(!used.contains(id))
+        #expect(pushed.events.first?.sequence == lastStored + 1)
+    }
+
+    @Test func eventsArePublishedAndAnsweredOnlyOnceDurable() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        journal.set(.hold)
+        let outcome = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        let session = harness.session
+        let answered = Task { try await session.durable(outcome) }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(harness.collector.take().isEmpty, "nothing published before the write is durable")
+        journal.release(success: true)
+        #expect(try await answered.value.version == 1)
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(harness.collector.take().joined().map(\.sequence) == [1])
+    }
+
+    @Test func aFailedWriteRollsTheSessionBackAndRefusesItsRequests() async throws {
+        var harness = try await Harness("app", state: json(#"{"path":[{"counter":{}}]}"#))
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: "settingsButtonTapped", arguments: nil))
+        try await harness.sync()
+        let before = await harness.session.describe()
+        let rolledBack = Mutex(false)
+        await harness.session.onRollback { rolledBack.withLock { $0 = true } }
+
+        journal.set(.refuse)
+        let pushed = try await harness.session.perform(target: "root", action: "counterButtonTapped", arguments: nil)
+        await #expect(throws: NavigationError.storageUnavailable) { try await harness.session.durable(pushed) }
+        try await settle(harness.session)
+        let after = await harness.session.describe()
+        #expect(after.version == before.version && after.state == before.state && after.navigation == before.navigation)
+        #expect(rolledBack.withLock { $0 })
+        #expect(harness.collector.take().isEmpty, "nothing of the failed write was published")
+
+        // Once the store takes writes again, the session goes on where the durable state was.
+        journal.set(.accept)
+        let retried = try await harness.session.durable(try await harness.session.perform(target: "root", action: "counterButtonTapped", arguments: nil))
+        #expect(retried.version == before.version + 1)
+        try await Task.sleep(for: .milliseconds(20))
+        try await harness.sync()
+    }
+}
+
+@Suite struct JSONPatchTests {
+    private func randomJSON(_ random: inout SplitMix64, depth: Int = 0) -> JSON {
+        switch random.next(below: depth > 3 ? 4 : 7) {
+        case 0: return .null
+        case 1: return .bool(random.next(below: 2) == 0)
+        case 2: return .int(random.next(below: 5))
+        case 3: return .string(["a", "b/c", "d~e", ""][random.next(below: 4)])
+        case 4, 5: return .array((0..<random.next(below: 4)).map { _ in randomJSON(&random, depth: depth + 1) })
+        default:
+            var object = JSONObject()
+            for key in ["x", "y/z", "~w", "v"] where random.next(below: 2) == 0 { object[key] = randomJSON(&random, depth: depth + 1) }
+            return .object(object)
+        }
+    }
+
+    @Test func applyingTheDiffGivesTheNewDocument() throws {
+        var random = SplitMix64(seed: 7)
+        for _ in 0..<3000 {
+            let old = randomJSON(&random)
+            var new = random.next(below: 3) == 0 ? randomJSON(&random) : old
+            if case .object(var object) = new, random.next(below: 2) == 0 {
+                object["x"] = randomJSON(&random)
+                new = .object(object)
+            }
+            let patch = JSONPatch.diff(from: old, to: new)
+            #expect(try JSONPatch.apply(patch, to: old) == new)
+            if old == new { #expect(patch == .array([])) }
+        }
+    }
+
+    @Test func aPushOntoALongPathWritesOnlyTheNewElement() {
+        let path = JSON.array((0..<1000).map { .object(JSONObject([("counter", .object(JSONObject([("count", .int($0))])))])) })
+        var longer = path.arrayValue ?? []
+        longer.append(["settings": ["isOn": false]])
+        let patch = JSONPatch.diff(from: ["path": path], to: ["path": .array(longer)])
+        #expect(patch == json(#"[{"op":"add","path":"/path/-","value":{"settings":{"isOn":false}}}]"#))
+    }
+
+    @Test func aPatchThatDoesNotFitIsRefused() {
+        #expect(throws: JSONPatch.Failure.self) { try JSONPatch.apply(json(#"[{"op":"remove","path":"/nope"}]"#), to: ["a": 1]) }
+        #expect(throws: JSONPatch.Failure.self) { try JSONPatch.apply(json(#"[{"op":"replace","path":"/a/3","value":1}]"#), to: ["a": [1]]) }
+        #expect(throws: JSONPatch.Failure.self) { try JSONPatch.apply(json(#"{"op":"add"}"#), to: ["a": 1]) }
+    }
+}
