@@ -1,11 +1,12 @@
 # navd container image: a release build with the Swift runtime and Foundation linked
 # statically, run on debian:bookworm-slim as an unprivileged user. Only glibc, libstdc++ and
-# libcurl (FoundationNetworking's HTTP client) stay dynamic, so the runtime stage needs no
-# Swift toolchain. scripts/verify-container.sh builds and checks this file with podman.
+# the system libraries navd links through system-library targets stay dynamic: libcurl
+# (FoundationNetworking's HTTP client), libsqlite3 (the session store) and libcrypto (token
+# hashes). The runtime stage needs no Swift toolchain. scripts/verify-container.sh builds and checks this file with podman.
 
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcurl4-openssl-dev \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcurl4-openssl-dev libsqlite3-dev libssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only the manifest and the sources, so edits to docs, tests or scripts keep the build cached.
@@ -36,15 +37,18 @@ FROM debian:bookworm-slim
 # alone is 4.7 MB), openssl's CLI (ca-certificates depends on it) and dpkg's and debconf's
 # bookkeeping. With the base (77 MB) and navd (57.7 MB) the image is about 149 MB.
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates libcurl4 \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates libcurl4 libsqlite3-0 libssl3 \
  && rm -rf /var/lib/apt/lists/* /var/log/apt/* /var/log/dpkg.log /var/cache/debconf/*-old \
  && groupadd --gid 10001 navd \
  && useradd --uid 10001 --gid navd --no-create-home --home-dir /nonexistent \
-      --shell /usr/sbin/nologin navd
+      --shell /usr/sbin/nologin navd \
+ && install -d -m 0700 -o 10001 -g 10001 /var/lib/navd
 COPY --from=build /out/navd /usr/local/bin/navd
 # Numeric, so orchestrators can tell it is not root without reading /etc/passwd.
 USER 10001:10001
-ENV NAVD_HOST=0.0.0.0 PORT=8080
+# Sessions live in an SQLite database on this volume: mount it to keep them across containers.
+ENV NAVD_HOST=0.0.0.0 PORT=8080 NAVD_DATA_DIR=/var/lib/navd
+VOLUME /var/lib/navd
 EXPOSE 8080
 # `navd --check-health` GETs http://127.0.0.1:$PORT/healthz and exits 0 on 200, 1 otherwise.
 # Docker honours HEALTHCHECK as is; podman only with `podman build --format docker`.

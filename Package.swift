@@ -18,22 +18,29 @@ let package = Package(
         // Navigation core: state encoding, slots, the navigation tree and the reconciler. No HTTP, no features.
         .target(name: "NavigationCore", swiftSettings: swiftSettings),
         // Where sessions live between processes: the storage seam and its records. No engine, no HTTP.
-        .target(name: "SessionStorage", swiftSettings: swiftSettings),
+        .target(name: "SessionStorage", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+        // The system's OpenSSL libcrypto (SHA-256 for tokens at rest).
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // Sessions in an embedded SQLite database: WAL, synchronous commits, one group-committing writer.
+        .target(name: "SQLiteStorage", dependencies: ["SessionStorage", "CSQLite"], swiftSettings: swiftSettings),
+        // The system's SQLite (libsqlite3).
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // The hosted features: plain observable models and, apart from them, their screens.
         .target(name: "Features", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         // HTTP/1.1 and server-sent events on non-blocking sockets. Knows nothing of navigation.
         .target(name: "HTTP", swiftSettings: swiftSettings),
         // Sessions, routes, configuration and metrics: wires the core and the features to HTTP.
-        .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP", "CGlibcMalloc"], swiftSettings: swiftSettings),
+        .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP", "SessionStorage", "SQLiteStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
         // glibc's malloc.h (mallopt, malloc_trim): empty elsewhere.
         .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
         // Loopback stubs shared by the test targets; never part of a product.
         .target(name: "TestSupport", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
-        .executableTarget(name: "navd", dependencies: ["NavServer"], swiftSettings: swiftSettings),
+        .executableTarget(name: "navd", dependencies: ["NavServer", "SessionStorage"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "SessionStorageTests", dependencies: ["SessionStorage", "SQLiteStorage"], swiftSettings: swiftSettings),
         .testTarget(name: "NavServerTests", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP", "TestSupport"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]

@@ -8,6 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
+scripts/system-packages.sh
 swift test --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
 # What people deploy is the release build: its signals and shutdown are tested too.
 swift build -c release --product navd -Xswiftc -warnings-as-errors

@@ -35,6 +35,7 @@ max_mb=${NAVD_VERIFY_MAX_MB:-150}
 max_stop_seconds=5
 
 container=navd-verify-$$
+volume=navd-verify-data-$$
 work=
 stub_pid=
 passed=0
@@ -71,6 +72,7 @@ cleanup() {
         fi
         podman rm -f "$container" >/dev/null 2>&1 || true
     fi
+    podman volume rm -f "$volume" >/dev/null 2>&1 || true
     if [[ -n $stub_pid ]]; then kill "$stub_pid" 2>/dev/null || true; wait "$stub_pid" 2>/dev/null || true; fi
     if [[ -n $work && -d $work ]]; then
         unmount_under "$work"
@@ -274,24 +276,30 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 ok "fact stub on 127.0.0.1:$stub_port, navd on 127.0.0.1:$port"
 # --health-interval=disable: keep the image's HEALTHCHECK for `podman healthcheck run` below,
 # without podman asking systemd (absent in containers such as this one) for a timer.
-podman run -d --name "$container" --network host --health-interval=disable \
-    -e "PORT=$port" -e NAVD_HOST=127.0.0.1 -e "FACT_BASE_URL=http://127.0.0.1:$stub_port" \
-    "$image" >/dev/null 2>>"$work/podman.log" || { cat "$work/podman.log" >&2; die "podman run $image failed"; }
+# The sessions' volume: a named volume starts as a copy of the image's /var/lib/navd (owned by
+# navd's uid), and outlives the container.
+podman volume create "$volume" >/dev/null
+start_container() {
+    podman run -d --name "$container" --network host --health-interval=disable \
+        -v "$volume:/var/lib/navd" \
+        -e "PORT=$port" -e NAVD_HOST=127.0.0.1 -e "FACT_BASE_URL=http://127.0.0.1:$stub_port" \
+        "$image" >/dev/null 2>>"$work/podman.log" || { cat "$work/podman.log" >&2; die "podman run $image failed"; }
+    local up=0 deadline=$(($(date +%s) + 30))
+    while (($(date +%s) < deadline)); do
+        [[ $(podman inspect -f '{{.State.Running}}' "$container") == true ]] \
+            || die "the container exited (code $(podman inspect -f '{{.State.ExitCode}}' "$container")) before /healthz answered"
+        if python3 -c 'import sys, urllib.request; sys.exit(urllib.request.urlopen(sys.argv[1], timeout=1).status != 200)' \
+            "$base/healthz" 2>/dev/null; then up=1; break; fi
+        sleep 0.2
+    done
+    [[ $up == 1 ]] || die "GET /healthz did not answer 200 within 30 s"
+}
 base=http://127.0.0.1:$port
-up=0
-deadline=$(($(date +%s) + 30))
-while (($(date +%s) < deadline)); do
-    [[ $(podman inspect -f '{{.State.Running}}' "$container") == true ]] \
-        || die "the container exited (code $(podman inspect -f '{{.State.ExitCode}}' "$container")) before /healthz answered"
-    if python3 -c 'import sys, urllib.request; sys.exit(urllib.request.urlopen(sys.argv[1], timeout=1).status != 200)' \
-        "$base/healthz" 2>/dev/null; then up=1; break; fi
-    sleep 0.2
-done
-[[ $up == 1 ]] || die "GET /healthz did not answer 200 within 30 s"
+start_container
 ok "listening"
 
 step "HTTP checks"
-python3 - "$base" <<'PY' || die "the HTTP checks failed (above)"
+python3 - "$base" "$work/session.json" <<'PY' || die "the HTTP checks failed (above)"
 import json, sys, urllib.error, urllib.request
 
 base = sys.argv[1]
@@ -365,6 +373,8 @@ if not any((n.get("state") or {}).get("value") == wanted for n in facts):
     fail(f"GET /sessions/{{id}}/navigation: no presentation of feature 'fact' with state.value {wanted!r}:\n"
          + json.dumps(tree, indent=1)[:2000])
 print(f"    ok: the counter presents the fact {wanted!r} fetched from the stub", file=sys.stderr)
+_, payload = expect("GET", f"/sessions/{sid}", 200, token=token)
+json.dump({"id": sid, "token": token, "session": json.loads(payload), "tree": tree}, open(sys.argv[2], "w"))
 PY
 
 step "health check, user, stop on SIGTERM"
@@ -391,6 +401,58 @@ if [[ $exit_code != 0 ]]; then
     die "navd exited with code $exit_code on SIGTERM, not 0"
 fi
 ok "stopped in ${stop_seconds}s with exit code 0"
+
+step "a new container on the same volume keeps the session"
+podman rm -f "$container" >/dev/null 2>>"$work/podman.log"
+start_container
+python3 - "$base" "$work/session.json" <<'PY' || die "the session did not survive the restart (above)"
+import json, sys, urllib.error, urllib.request
+
+base, saved = sys.argv[1], json.load(open(sys.argv[2]))
+sid, token = saved["id"], saved["token"]
+
+def call(method, path, body=None, headers=()):
+    request = urllib.request.Request(base + path, data=None if body is None else json.dumps(body).encode(), method=method)
+    request.add_header("Authorization", "Bearer " + token)
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    for name, value in headers:
+        request.add_header(name, value)
+    return urllib.request.urlopen(request, timeout=30)
+
+def fail(message):
+    print(f"\nFAIL: {message}", file=sys.stderr)
+    sys.exit(1)
+
+try:
+    session = json.load(call("GET", f"/sessions/{sid}"))
+    tree = json.load(call("GET", f"/sessions/{sid}/navigation"))
+except urllib.error.HTTPError as error:
+    fail(f"GET /sessions/{sid} after the restart: {error.code} {error.read()[:300]!r}")
+if session != saved["session"]:
+    fail(f"the state changed across the restart: {saved['session']} became {session}")
+if tree != saved["tree"]:
+    fail("the navigation tree changed across the restart")
+print("    ok: same version, state and tree in the new container", file=sys.stderr)
+answer = json.load(call("POST", f"/sessions/{sid}/actions", {"target": "root", "action": "incrementButtonTapped"}))
+new_ids = [event["id"] for event in answer["events"]]
+resume_from = new_ids[0] - 1
+stream = call("GET", f"/sessions/{sid}/events", headers=[("Last-Event-ID", str(resume_from - 1))])
+ids, kinds = [], []
+for raw in stream:
+    line = raw.decode().rstrip("\n")
+    if line.startswith("id: "):
+        ids.append(int(line[4:]))
+    if line.startswith("event: "):
+        kinds.append(line[7:])
+    if ids and ids[-1] == new_ids[-1]:
+        break
+if ids != [resume_from] + new_ids or "snapshot" in kinds or "end" in kinds:
+    fail(f"resuming after {resume_from - 1} gave ids {ids} ({kinds}), expected {[resume_from] + new_ids}")
+print(f"    ok: the stream resumes after event {resume_from - 1} with exactly {ids}", file=sys.stderr)
+PY
+ok "the session, its tree and its stream survive a new container on the volume"
+podman stop -t 10 "$container" >/dev/null 2>>"$work/podman.log"
 
 step "image size"
 size=$(podman image inspect --format '{{.Size}}' "$image")

@@ -1,6 +1,7 @@
 import Foundation
 import HTTP
 import NavigationCore
+import SessionStorage
 
 /// Routes requests to the sessions: authenticates, validates the request on the loop thread,
 /// then runs the transaction on the session's executor and answers from there.
@@ -12,9 +13,11 @@ final class APIHandler: HTTPHandler {
     let configuration: ServerConfiguration
     let lifecycle: Lifecycle
     let memory = MemoryReturn()
+    let persistence: SessionPersistence
 
     init(catalog: FeatureCatalog, store: SessionStore, metrics: Metrics, log: RequestLog,
-         configuration: ServerConfiguration, lifecycle: Lifecycle) {
+         configuration: ServerConfiguration, lifecycle: Lifecycle, persistence: SessionPersistence) {
+        self.persistence = persistence
         self.catalog = catalog
         self.store = store
         self.metrics = metrics
@@ -50,14 +53,16 @@ final class APIHandler: HTTPHandler {
         case .healthz:
             answer.send(.json(status: 200, Array(#"{"status":"ok"}"#.utf8)))
         case .readyz:
-            if lifecycle.isReady {
-                answer.send(.json(status: 200, Array(#"{"status":"ready"}"#.utf8)))
-            } else {
+            if !lifecycle.isReady {
                 answer.fail(APIError(503, "not_ready", lifecycle.isShuttingDown ? "shutting down" : "starting"))
+            } else if !persistence.isAvailable {
+                answer.fail(APIError(503, "storage_unavailable", "the session store refuses writes (disk full or I/O error)"))
+            } else {
+                answer.send(.json(status: 200, Array(#"{"status":"ready"}"#.utf8)))
             }
         case .metrics:
             answer.send(HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
-                                     body: Array(metrics.render(sessionsOpen: store.count).utf8)))
+                                     body: Array((metrics.render(sessionsOpen: store.count) + persistence.renderMetrics()).utf8)))
         case .features:
             answer.send(.json(status: 200, catalog.description.bytes))
         case .sessions:
@@ -99,14 +104,23 @@ final class APIHandler: HTTPHandler {
             throw APIError(error)
         }
         let token = Identifiers.token()
-        let hosted = HostedSession(id: Identifiers.sessionID(), token: token, navigation: navigation,
-                                   events: SessionEvents(metrics: metrics))
+        let hosted = HostedSession(id: Identifiers.sessionID(), tokenHash: TokenHash.sha256(Array(token.utf8)),
+                                   navigation: navigation, events: SessionEvents(metrics: metrics))
         guard store.insert(hosted) else {
             throw .overCapacity(sessions: store.limit ?? 0)
         }
-        let events = hosted.events
+        let (persistence, store) = (persistence, store)
         Task {
-            await navigation.onEvents { events.publish($0) }
+            await attachEvents(hosted)
+            // A 201 means the session is durable: it is written with its first snapshot first.
+            if let journal = persistence.journal(for: hosted.id) {
+                let first = await navigation.makeDurable(journal: journal)
+                let record = SessionRecord(id: hosted.id, tokenHash: hosted.tokenHash, feature: feature, created: Self.wallClock())
+                guard await persistence.commit([.create(record, SessionPersistence.snapshot(first))]) else {
+                    store.remove(hosted.id)
+                    return answer.fail(APIError(.storageUnavailable))
+                }
+            }
             let (version, state, tree) = await navigation.describe()
             let body = JSON.object(JSONObject([
                 ("id", .string(hosted.id)), ("token", .string(token)),
@@ -121,9 +135,13 @@ final class APIHandler: HTTPHandler {
         let session = hosted.navigation
         switch (route, request.method) {
         case (.session, "DELETE"):
-            store.remove(hosted.id)
-            let memory = memory
+            let (store, memory, persistence) = (store, memory, persistence)
             Task {
+                // Gone from the store first: a 204 means it stays gone after a restart.
+                guard await persistence.commit([.delete(id: hosted.id)]) else {
+                    return answer.fail(APIError(.storageUnavailable))
+                }
+                store.remove(hosted.id)
                 await session.end(.deleted)
                 memory.sessionEnded()
                 answer.send(HTTPResponse(status: 204))
@@ -207,6 +225,18 @@ final class APIHandler: HTTPHandler {
                 answer.fail(APIError(error))
             }
         }
+    }
+
+    /// Sends every batch of the session to its open streams; closes them when a failed write
+    /// rolled the session back, so clients resume from what is durable.
+    func attachEvents(_ hosted: HostedSession) async {
+        let events = hosted.events
+        await hosted.navigation.onEvents { events.publish($0) }
+        await hosted.navigation.onRollback { events.closeAll() }
+    }
+
+    static func wallClock() -> Double {
+        Date().timeIntervalSince1970
     }
 
     /// `{"version":n,"events":[{"id","event","data"}…]}`, reusing each event's encoded data.

@@ -1,5 +1,6 @@
 import Foundation
 import NavigationCore
+import SessionStorage
 import Synchronization
 
 /// A session as the server hosts it: its navigation, its credentials and its open streams.
@@ -8,26 +9,22 @@ final class HostedSession: Sendable {
     let feature: String
     let navigation: NavigationSession
     let events: SessionEvents
-    private let token: [UInt8]
+    /// Only the token's hash is kept, in memory as on disk.
+    let tokenHash: [UInt8]
     private let lastActive: Atomic<Int64>
 
-    init(id: String, token: String, navigation: NavigationSession, events: SessionEvents) {
+    init(id: String, tokenHash: [UInt8], navigation: NavigationSession, events: SessionEvents) {
         self.id = id
-        self.token = Array(token.utf8)
+        self.tokenHash = tokenHash
         self.feature = navigation.feature
         self.navigation = navigation
         self.events = events
         self.lastActive = Atomic(Self.now())
     }
 
-    /// Compares in constant time, so response timing says nothing about the token.
     func accepts(_ candidate: String?) -> Bool {
         guard let candidate else { return false }
-        let bytes = Array(candidate.utf8)
-        guard bytes.count == token.count else { return false }
-        var difference: UInt8 = 0
-        for (a, b) in zip(bytes, token) { difference |= a ^ b }
-        return difference == 0
+        return TokenHash.matches(candidate, tokenHash)
     }
 
     func touch() { lastActive.store(Self.now(), ordering: .relaxed) }

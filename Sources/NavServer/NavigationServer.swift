@@ -2,6 +2,8 @@ import Features
 import Foundation
 import HTTP
 import NavigationCore
+import SessionStorage
+import SQLiteStorage
 import Synchronization
 
 /// `navd`: the features, their sessions and the HTTP API, wired together.
@@ -11,7 +13,9 @@ public final class NavigationServer: Sendable {
     private let handler: APIHandler
     private let timers: DispatchQueue
 
-    public init(configuration: ServerConfiguration) {
+    /// - Parameter storage: where sessions are kept between processes; `nil` keeps them in
+    ///   memory only, and a shutdown ends them.
+    public init(configuration: ServerConfiguration, storage: (any SessionStorage)? = nil) {
         self.configuration = configuration
         let metrics = Metrics()
         let factClient = MeteredFactClient(
@@ -29,7 +33,8 @@ public final class NavigationServer: Sendable {
             metrics: metrics,
             log: RequestLog(enabled: configuration.logRequests),
             configuration: configuration,
-            lifecycle: Lifecycle()
+            lifecycle: Lifecycle(),
+            persistence: SessionPersistence(storage: storage)
         )
         var httpConfiguration = HTTPServer.Configuration()
         httpConfiguration.host = configuration.host
@@ -40,23 +45,55 @@ public final class NavigationServer: Sendable {
         timers = DispatchQueue(label: "navd.timers")
     }
 
+    /// Opens the store `configuration` names: `nil` for `--store memory`.
+    public static func openStorage(_ configuration: ServerConfiguration) throws(StorageError) -> (any SessionStorage)? {
+        switch configuration.store {
+        case .memory:
+            return nil
+        case .sqlite:
+            let limits = configuration.sessionLimits
+            return try SQLiteSessionStore(directory: configuration.dataDirectory,
+                                          retention: .init(count: limits.eventBufferCount, bytes: limits.eventBufferBytes))
+        }
+    }
+
     /// The port it listens on (useful with port 0).
     public var port: Int { http.port }
 
-    public func start() throws {
+    /// Brings back the stored sessions, then starts listening. A store that cannot be read
+    /// throws `StorageError`: never start silently empty.
+    public func start() async throws {
+        try await recoverSessions()
         try http.start()
         scheduleHousekeeping()
         handler.lifecycle.markReady()
     }
 
-    /// SIGTERM: stop accepting, end every session's streams with `end`, let in-flight requests
-    /// finish, and return within `grace`.
+    private func recoverSessions() async throws {
+        let handler = handler
+        let sessions = try handler.persistence.recover(
+            catalog: handler.catalog, limits: configuration.sessionLimits, metrics: handler.metrics
+        ) { id, reason in
+            handler.log.note(["event": "session_unreadable", "session": id, "reason": reason])
+        }
+        for hosted in sessions {
+            _ = handler.store.insert(hosted)
+        }
+        // Streams attach as soon as listening starts; the sessions must publish by then.
+        for hosted in sessions { await handler.attachEvents(hosted) }
+        if !sessions.isEmpty { handler.log.note(["event": "recovered", "sessions": "\(sessions.count)"]) }
+    }
+
+    /// SIGTERM: stop accepting, let in-flight requests finish, and return within `grace`.
+    /// Durable sessions are not over: their streams close without `end`, and clients resume on
+    /// the next process. Sessions kept in memory end with `end` (`shutdown`).
     public func shutdown(grace: Duration = .seconds(4)) async {
         let deadline = ContinuousClock.now + grace
         handler.lifecycle.markShuttingDown()
         http.beginShutdown()
+        let durable = handler.persistence.isDurable
         for hosted in handler.store.all {
-            await hosted.navigation.end(.shutdown)
+            if durable { await hosted.navigation.suspend() } else { await hosted.navigation.end(.shutdown) }
             hosted.events.closeAll()
         }
         // finishShutdown blocks while connections drain: not on the cooperative pool, whose few
@@ -69,6 +106,7 @@ public final class NavigationServer: Sendable {
             }.start()
         }
         for task in housekeeping.withLock({ $0 }) { task.cancel() }
+        handler.persistence.storage?.close()
         handler.log.flush()
     }
 
@@ -90,6 +128,8 @@ public final class NavigationServer: Sendable {
             while !Task.isCancelled, let ttl {
                 try? await Task.sleep(for: min(ttl, .seconds(15)))
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
+                    // Gone from the store first; a failed delete is tried again next round.
+                    guard await handler.persistence.commit([.delete(id: hosted.id)]) else { continue }
                     if handler.store.remove(hosted.id) != nil {
                         await hosted.navigation.end(.expired)
                         handler.memory.sessionEnded()
@@ -97,10 +137,12 @@ public final class NavigationServer: Sendable {
                 }
             }
         }
+        // Once a second: memory of ended sessions back to the system, and a failing store probed.
         let trimmer = Task.detached {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 handler.memory.returnIfSessionsEnded()
+                await handler.persistence.probeIfFailing()
             }
         }
         housekeeping.withLock { $0 = [heartbeat, reaper, trimmer] }

@@ -55,6 +55,15 @@ final class RequestLog: Sendable {
         }
     }
 
+    /// An operational event (sessions recovered, a record skipped): one JSON line, always
+    /// written, whether requests are logged or not.
+    func note(_ fields: KeyValuePairs<String, String>) {
+        var bytes: [UInt8] = []
+        JSONWriter.write(.object(JSONObject(fields.map { ($0.key, .string($0.value)) })), into: &bytes)
+        bytes.append(0x0A)
+        try? FileHandle.standardOutput.write(contentsOf: Data(bytes))
+    }
+
     /// Writes the buffer out every 200 ms, on a thread of its own.
     func startWriting() {
         guard enabled else { return }

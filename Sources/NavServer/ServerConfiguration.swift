@@ -24,6 +24,18 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var logRequests = true
     /// How long a client may take to send a request's head (a slow-loris defence); not a flag.
     public var headerTimeout: Duration = .seconds(10)
+    /// Where sessions live between processes.
+    public var store: StoreKind = .sqlite
+    /// The SQLite store's directory.
+    public var dataDirectory = "navd-data"
+
+    /// The session store engines.
+    public enum StoreKind: String, Sendable, CaseIterable {
+        /// An embedded SQLite database in the data directory: sessions survive restarts.
+        case sqlite
+        /// Nothing on disk: a restart ends every session.
+        case memory
+    }
 
     public init() {}
 
@@ -99,6 +111,14 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--heartbeat-ms", environment: "NAVD_HEARTBEAT_MS", value: "MS", help: "comment line on idle event streams (default 15000)") { config, value throws(Invalid) in
             config.heartbeatInterval = .milliseconds(try integer(value, "--heartbeat-ms", in: 10...15_000))
+        },
+        Option(flag: "--store", environment: "NAVD_STORE", value: "sqlite|memory", help: "where sessions live between restarts (default sqlite)") { config, value throws(Invalid) in
+            guard let kind = StoreKind(rawValue: value) else { throw Invalid(description: "--store: \"\(value)\" is neither sqlite nor memory") }
+            config.store = kind
+        },
+        Option(flag: "--data-dir", environment: "NAVD_DATA_DIR", value: "PATH", help: "the SQLite store's directory (default ./navd-data)") { config, value throws(Invalid) in
+            guard !value.isEmpty else { throw Invalid(description: "--data-dir: must not be empty") }
+            config.dataDirectory = value
         },
         Option(flag: "--log-requests", environment: "NAVD_LOG_REQUESTS", value: "on|off", help: "one JSON line per request on stdout (default on)") { config, value throws(Invalid) in
             switch value {

@@ -16,6 +16,9 @@ public protocol SessionStorage: Sendable {
 
     /// Waits for every commit already handed over, then releases the engine.
     func close()
+
+    /// Counters for `/metrics`; cheap enough to call on every scrape.
+    func statistics() -> StorageStatistics
 }
 
 /// What `loadAll` found.
@@ -40,6 +43,9 @@ public enum StoreWrite: Sendable {
     case snapshot(id: String, SessionSnapshot)
     /// The session ended: everything about it leaves the store.
     case delete(id: String)
+    /// A small write of no session's, to learn whether the store takes writes again after a
+    /// failure (a full disk that has room again).
+    case probe
 }
 
 /// What never changes about a session.
@@ -150,4 +156,26 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unavailable(let reason): "the session store is unavailable: \(reason)"
         }
     }
+}
+
+/// How a store has been doing, for `/metrics`. Counters only grow.
+public struct StorageStatistics: Sendable, Equatable {
+    /// Commits that reached the disk.
+    public var commits = 0
+    /// Commits that failed and were rolled back.
+    public var failedCommits = 0
+    /// Commit requests (one per request or session batch) made durable; over `commits`, how well
+    /// group commit shares a sync.
+    public var writes = 0
+    /// Upper bounds (seconds) of the commit latency histogram and the count at or under each.
+    public var latencyBounds: [Double] = []
+    public var latencyCounts: [Int] = []
+    public var latencySum = 0.0
+    /// Upper bounds of the commit requests per commit histogram and the count at or under each.
+    public var batchBounds: [Int] = []
+    public var batchCounts: [Int] = []
+    /// Bytes the store takes on disk now.
+    public var bytesOnDisk = 0
+
+    public init() {}
 }

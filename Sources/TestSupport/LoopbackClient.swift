@@ -139,24 +139,41 @@ public final class LoopbackClient: @unchecked Sendable {
         var events: [Event] = []
         while true {
             let end = try readUntil([10, 10])
-            let block = String(decoding: buffer[..<end], as: UTF8.self)
-            buffer.removeFirst(end + 2)
-            var id: Int?
-            var name = "message"
-            var data = ""
-            var isEvent = false
-            for line in block.split(separator: "\n", omittingEmptySubsequences: false) {
-                if line.hasPrefix(":") { commentsSeen += 1; continue }
-                if line.hasPrefix("retry:") { continue }
-                if line.hasPrefix("id: ") { id = Int(line.dropFirst(4)); isEvent = true }
-                if line.hasPrefix("event: ") { name = String(line.dropFirst(7)); isEvent = true }
-                if line.hasPrefix("data: ") { data += line.dropFirst(6); isEvent = true }
-            }
-            guard isEvent else { continue }
-            let event = Event(id: id, name: name, data: (try? JSONParser.parse(data)) ?? .null)
+            guard let event = takeEvent(upTo: end) else { continue }
             events.append(event)
             if stop(event) { return events }
         }
+    }
+
+    /// Every event the server sends until it closes the stream.
+    public func readEventsUntilClosed() async throws -> [Event] {
+        try await run { client in
+            guard client.readUntilClosedNow() else { throw Failure(description: "the stream stayed open") }
+            var events: [Event] = []
+            while let end = client.buffer.firstRange(of: [10, 10])?.lowerBound {
+                if let event = client.takeEvent(upTo: end) { events.append(event) }
+            }
+            return events
+        }
+    }
+
+    /// Parses and removes the block before `end` (a blank line); `nil` for comments and retry.
+    private func takeEvent(upTo end: Int) -> Event? {
+        let block = String(decoding: buffer[..<end], as: UTF8.self)
+        buffer.removeFirst(end + 2)
+        var id: Int?
+        var name = "message"
+        var data = ""
+        var isEvent = false
+        for line in block.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix(":") { commentsSeen += 1; continue }
+            if line.hasPrefix("retry:") { continue }
+            if line.hasPrefix("id: ") { id = Int(line.dropFirst(4)); isEvent = true }
+            if line.hasPrefix("event: ") { name = String(line.dropFirst(7)); isEvent = true }
+            if line.hasPrefix("data: ") { data += line.dropFirst(6); isEvent = true }
+        }
+        guard isEvent else { return nil }
+        return Event(id: id, name: name, data: (try? JSONParser.parse(data)) ?? .null)
     }
 
     /// Reads until the server closes the connection; `true` if it did within the timeout.

@@ -1,6 +1,8 @@
 import Dispatch
 import Foundation
 import NavServer
+import SessionStorage
+import Synchronization
 
 /// `navd`: parse the configuration, serve until SIGTERM or SIGINT, then shut down gracefully.
 ///
@@ -31,10 +33,20 @@ enum Navd {
             exit(HealthCheck.run(configuration) ? 0 : 1)
         }
 
-        let server = NavigationServer(configuration: configuration)
+        let storage: (any SessionStorage)?
         do {
-            try server.start()
+            storage = try NavigationServer.openStorage(configuration)
         } catch {
+            FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
+            exit(2)
+        }
+        let server = NavigationServer(configuration: configuration, storage: storage)
+        switch waitFor({ try await server.start() }) {
+        case .success: break
+        case .failure(let error as StorageError):
+            FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
+            exit(2)
+        case .failure(let error):
             FileHandle.standardError.write(Data("navd: cannot listen on \(configuration.host):\(configuration.port): \(error)\n".utf8))
             exit(1)
         }
@@ -57,6 +69,18 @@ enum Navd {
             return source
         }
         dispatchMain()
+    }
+
+    /// Runs `work` to its end from the main thread, which is not one of the cooperative pool's.
+    private static func waitFor(_ work: @escaping @Sendable () async throws -> Void) -> Result<Void, any Error> {
+        let outcome = Mutex<Result<Void, any Error>>(.success(()))
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            do { try await work() } catch { outcome.withLock { $0 = .failure(error) } }
+            done.signal()
+        }
+        done.wait()
+        return outcome.withLock { $0 }
     }
 
     private static func say(_ line: String) {

@@ -7,7 +7,7 @@ import TestSupport
 /// Every endpoint of API.md over a real loopback socket, with its success and its errors.
 @Suite(.serialized) struct EndpointTests {
     @Test func healthReadinessAndFeatures() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let client = try server.client()
         #expect(try await client.request("GET", "/healthz").json == json(#"{"status":"ok"}"#))
         #expect(try await client.request("GET", "/readyz").status == 200)
@@ -22,7 +22,7 @@ import TestSupport
     }
 
     @Test func createReadAndDeleteASession() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let client = try server.client()
         let created = try await client.request("POST", "/sessions", json: #"{"feature":"app","state":{"path":[{"settings":{}}]}}"#)
         #expect(created.status == 201)
@@ -46,7 +46,7 @@ import TestSupport
     }
 
     @Test func createRejectsBadRequests() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let client = try server.client()
         let cases: [(String, Int, String)] = [
             (#"{"feature":"chess"}"#, 422, "unknown_feature"),
@@ -70,7 +70,7 @@ import TestSupport
     }
 
     @Test func tokensOpenOnlyTheirOwnSession() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let a = try await server.session("counter")
         let b = try await server.session("counter")
         let client = try server.client()
@@ -90,7 +90,7 @@ import TestSupport
     }
 
     @Test func actionsAnswerVersionAndEvents() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         let response = try await client.act(id, token: token, "incrementButtonTapped")
@@ -112,7 +112,7 @@ import TestSupport
     }
 
     @Test func waitTrueReturnsTheEffectsEventsToo() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter", state: #"{"count":7}"#)
         let client = try server.client()
         let response = try await client.act(id, token: token, "factButtonTapped", query: "?wait=true")
@@ -127,7 +127,7 @@ import TestSupport
     }
 
     @Test func ifMatchGuardsAgainstLostUpdates() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         let ok = try await client.request("POST", "/sessions/\(id)/actions", token: token,
@@ -144,7 +144,7 @@ import TestSupport
     }
 
     @Test func bindingsDismissalsPopsAndPushes() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("app", state: #"{"path":[{"counter":{"destination":{"settings":{}}}},{"counter":{"destination":{"fact":{"value":"x"}}}}]}"#)
         let client = try server.client()
         var tree = try await client.get("/sessions/\(id)/navigation", token: token).json
@@ -188,7 +188,7 @@ import TestSupport
     }
 
     @Test func alertButtonsOverHTTP() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("wifi", state: #"{"selectedNetworkID":"n2","destination":{"detail":{"network":{"id":"n2","name":"Blob Café","isSecured":false,"connectivity":0.75},"forgetAlertIsPresented":true}}}"#)
         let client = try server.client()
         let tree = try await client.get("/sessions/\(id)/navigation", token: token).json
@@ -203,7 +203,7 @@ import TestSupport
     }
 
     @Test func unknownPathsAndMethods() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let client = try server.client()
         let missing = try await client.request("GET", "/nope")
         #expect(missing.status == 404 && missing.json["error"]?["code"] == "not_found")
@@ -216,7 +216,7 @@ import TestSupport
     }
 
     @Test func corsPreflightAndHeaders() async throws {
-        let server = try TestServer { $0.corsOrigin = "https://app.example" }
+        let server = try await TestServer { $0.corsOrigin = "https://app.example" }
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         let preflight = try await client.request("OPTIONS", "/sessions/\(id)/actions", headers: [
@@ -238,7 +238,7 @@ import TestSupport
     }
 
     @Test func metricsExposeTrafficSessionsStreamsEventsAndFacts() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         _ = try await client.act(id, token: token, "incrementButtonTapped")

@@ -26,7 +26,7 @@ import TestSupport
     }
 
     @Test func aFreshStreamStartsWithRetryAndASnapshotThenLiveEvents() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter")
         let stream = try await subscribe(server, id, token, viaHeader: false)
         let snapshot = try #require(try await stream.readEvents { _ in true }.first)
@@ -40,7 +40,7 @@ import TestSupport
     }
 
     @Test func resumingSendsEverythingAfterTheIdAndNothingTwice() async throws {
-        let server = try TestServer { $0.sessionLimits.eventBufferCount = 4 }
+        let server = try await TestServer { $0.sessionLimits.eventBufferCount = 4 }
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         for _ in 0..<6 { _ = try await client.act(id, token: token, "incrementButtonTapped") }
@@ -65,7 +65,7 @@ import TestSupport
     }
 
     @Test func twoSubscribersConvergeOnTheServersTree() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("app")
         let first = try await subscribe(server, id, token)
         let client = try server.client()
@@ -97,7 +97,7 @@ import TestSupport
     }
 
     @Test func deletingASessionSendsEndAndClosesItsStreams() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter")
         let stream = try await subscribe(server, id, token)
         _ = try await stream.readEvents { $0.name == "snapshot" }
@@ -109,7 +109,7 @@ import TestSupport
     }
 
     @Test func headDescribesTheStreamWithoutOpeningOne() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         let head = try await client.request("HEAD", "/sessions/\(id)/events?token=\(token)")
@@ -121,7 +121,7 @@ import TestSupport
     }
 
     @Test func idleStreamsGetHeartbeats() async throws {
-        let server = try TestServer { $0.heartbeatInterval = .milliseconds(100) }
+        let server = try await TestServer { $0.heartbeatInterval = .milliseconds(100) }
         let (id, token) = try await server.session("counter")
         let stream = try await subscribe(server, id, token)
         _ = try await stream.readEvents { $0.name == "snapshot" }

@@ -7,7 +7,7 @@ import TestSupport
 /// What hostile testing found: ordering, bounds on memory, and the contract's finer points.
 @Suite(.serialized) struct HardeningTests {
     @Test func pipelinedMutationsTakeEffectInTheOrderSent() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         // Other connections keep the sessions' executors and the loops busy meanwhile.
         let load = (0..<3).map { _ in
             Task {
@@ -37,7 +37,7 @@ import TestSupport
     }
 
     @Test func aClientThatDoesNotReadItsAnswersGetsNoMoreWorkDone() async throws {
-        let server = try TestServer { $0.sessionLimits.maxStringBytes = 1 << 20 }
+        let server = try await TestServer { $0.sessionLimits.maxStringBytes = 1 << 20 }
         let text = String(repeating: "t", count: 900_000)
         let (id, token) = try await server.session("gallery", state: #"{"text":"\#(text)"}"#)
         let auth = ("Authorization", "Bearer \(token)")
@@ -57,7 +57,7 @@ import TestSupport
     }
 
     @Test func popWithoutABodyPopsOneAndTooManyIsInvalid() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("app", state: #"{"path":[{"counter":{}},{"settings":{}}]}"#)
         let client = try server.client()
         let tree = try await client.get("/sessions/\(id)/navigation", token: token).json
@@ -73,7 +73,7 @@ import TestSupport
     }
 
     @Test func stateBeyondTheLimitsIsRefusedWith422AndNamesThePath() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let client = try server.client()
         let elements = Array(repeating: #"{"settings":{}}"#, count: 1001).joined(separator: ",")
         let tooLong = try await client.request("POST", "/sessions", json: #"{"feature":"app","state":{"path":[\#(elements)]}}"#)

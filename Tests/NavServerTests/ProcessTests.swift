@@ -21,27 +21,39 @@ import TestSupport
         let output = Pipe()
         let errors = Pipe()
         var port = 0
+        /// Where its SQLite store lives: a fresh directory unless a restart names the last one.
+        let dataDirectory: String
 
-        init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        init(_ arguments: [String], environment: [String: String] = [:], dataDirectory: String? = nil) throws {
             guard let navd = ProcessTests.navd else { throw LoopbackClient.Failure(description: "navd binary not built") }
+            self.dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("navd-process-\(UUID().uuidString)").path
             process.executableURL = navd
             process.arguments = arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            process.environment = ProcessInfo.processInfo.environment.merging(["NAVD_DATA_DIR": self.dataDirectory]) { $1 }.merging(environment) { $1 }
             process.standardOutput = output
             process.standardError = errors
             try process.run()
         }
 
-        /// Reads the `listening` line for the port.
-        func waitUntilListening() throws {
+        /// Reads lines until the `listening` one, for the port; returns the lines before it.
+        @discardableResult
+        func waitUntilListening() throws -> [JSON] {
             var seen = Data()
-            while !seen.contains(0x0A) {
+            var before: [JSON] = []
+            while true {
+                while let newline = seen.firstIndex(of: 0x0A) {
+                    let line = (try? JSONParser.parse(Array(seen[seen.startIndex..<newline]))) ?? .null
+                    seen = Data(seen[(newline + 1)...])
+                    if line["event"] == "listening", let port = line["port"]?.intValue {
+                        self.port = port
+                        return before
+                    }
+                    before.append(line)
+                }
                 let chunk = output.fileHandleForReading.availableData
                 guard !chunk.isEmpty else { throw LoopbackClient.Failure(description: "navd exited: \(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))") }
                 seen += chunk
             }
-            let line = seen.prefix { $0 != 0x0A }
-            port = (try? JSONParser.parse(Array(line)))?["port"]?.intValue ?? 0
         }
 
         func wait(timeout: Duration) async -> Bool {
@@ -51,8 +63,8 @@ import TestSupport
         }
     }
 
-    @Test func sigtermEndsStreamsAndExitsZeroWithinFiveSeconds() async throws {
-        let navd = try Running(["--port", "0", "--log-requests", "off", "--fact-base-url", "http://127.0.0.1:9"])
+    @Test func sigtermEndsInMemorySessionsWithEndAndExitsZeroWithinFiveSeconds() async throws {
+        let navd = try Running(["--port", "0", "--store", "memory", "--log-requests", "off", "--fact-base-url", "http://127.0.0.1:9"])
         try navd.waitUntilListening()
         let created = try await LoopbackClient(port: navd.port).request("POST", "/sessions", json: #"{"feature":"counter"}"#)
         let id = try #require(created.json["id"]?.stringValue)
@@ -66,6 +78,7 @@ import TestSupport
         navd.process.terminate()  // SIGTERM
         let end = try await stream.readEvents { $0.name == "end" }
         #expect(end.last?.name == "end")
+        #expect(end.last?.data["reason"]?.stringValue == "shutdown")
         #expect(await navd.wait(timeout: .seconds(5)))
         #expect(ContinuousClock.now - signalled < .seconds(5))
         #expect(navd.process.terminationStatus == 0)

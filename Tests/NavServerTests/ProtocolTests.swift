@@ -7,7 +7,7 @@ import TestSupport
 /// HTTP/1.1 as navd speaks it, and what hostile clients cannot do to it.
 @Suite(.serialized) struct ProtocolTests {
     @Test func keepAliveAndPipelinedRequestsAreAnsweredInOrder() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         var pipelined: [UInt8] = []
@@ -31,7 +31,7 @@ import TestSupport
     }
 
     @Test func chunkedBodies() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         let body = #"{"action":"incrementButtonTapped"}"#
@@ -47,7 +47,7 @@ import TestSupport
     @Test func expectContinueWithTheRealCurl() async throws {
         let curl = "/usr/bin/curl"
         try #require(FileManager.default.isExecutableFile(atPath: curl), "curl is needed for this test")
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("wifi")
         // An upload (-T) over 1 KiB: curl sends Expect: 100-continue and waits for the interim response.
         let password = String(repeating: "p", count: 2000)
@@ -80,7 +80,7 @@ import TestSupport
     }
 
     @Test func limitsAnswerWithTheirStatusAndAJSONError() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("counter")
         let cases: [([UInt8], Int)] = [
             (Array("GET /\(String(repeating: "a", count: 9000)) HTTP/1.1\r\nHost: x\r\n\r\n".utf8), 414),
@@ -99,7 +99,7 @@ import TestSupport
     }
 
     @Test func aSlowLorisIsCutOffWith408() async throws {
-        let server = try TestServer { $0.headerTimeout = .milliseconds(500) }
+        let server = try await TestServer { $0.headerTimeout = .milliseconds(500) }
         let client = try server.client()
         let started = ContinuousClock.now
         for byte in "GET /healthz HTTP/1.1\r\nHost: x\r\n".utf8 {
@@ -115,7 +115,7 @@ import TestSupport
     }
 
     @Test func overMaxConnectionsIs503() async throws {
-        let server = try TestServer { $0.maxConnections = 2 }
+        let server = try await TestServer { $0.maxConnections = 2 }
         let held = try (0..<2).map { _ in try server.client() }
         _ = try await held[0].request("GET", "/healthz")
         let refused = try server.client()
@@ -126,7 +126,7 @@ import TestSupport
     }
 
     @Test func overMaxSessionsIs503() async throws {
-        let server = try TestServer { $0.maxSessions = 1 }
+        let server = try await TestServer { $0.maxSessions = 1 }
         _ = try await server.session("counter")
         let response = try await server.client().request("POST", "/sessions", json: #"{"feature":"counter"}"#)
         #expect(response.status == 503 && response.json["error"]?["code"] == "over_capacity")
@@ -134,7 +134,7 @@ import TestSupport
     }
 
     @Test func aBurstOfHostileRequestsChangesNothing() async throws {
-        let server = try TestServer()
+        let server = try await TestServer()
         let (id, token) = try await server.session("app", state: #"{"path":[{"counter":{"count":3}}]}"#)
         let before = try await server.client().get("/sessions/\(id)", token: token).json
         let hostile: [[UInt8]] = [

@@ -10,7 +10,7 @@ final class TestServer: Sendable {
     let facts: FactStub
     var port: Int { server.port }
 
-    init(configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
+    init(configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
         facts = try FactStub(.facts)
         var configuration = ServerConfiguration()
         configuration.port = 0
@@ -20,7 +20,7 @@ final class TestServer: Sendable {
         configuration.logRequests = false
         configure(&configuration)
         server = NavigationServer(configuration: configuration)
-        try server.start()
+        try await server.start()
     }
 
     func client(timeoutSeconds: Int = 10) throws -> LoopbackClient { try LoopbackClient(port: port, timeoutSeconds: timeoutSeconds) }

@@ -1,0 +1,180 @@
+import NavigationCore
+import SessionStorage
+import Synchronization
+
+/// How the server keeps its sessions: in a store (durable, the default) or nowhere
+/// (`--store memory`). Everything that writes to the store goes through here, so the
+/// store's health is known in one place: `/readyz` answers 503 while writes fail.
+final class SessionPersistence: Sendable {
+    let storage: (any SessionStorage)?
+    private let failing = Atomic<Bool>(false)
+    private let failedRecords = Atomic<Int>(0)
+    private let recovered = Atomic<Int>(0)
+
+    init(storage: (any SessionStorage)?) {
+        self.storage = storage
+    }
+
+    var isDurable: Bool { storage != nil }
+    var isAvailable: Bool { !failing.load(ordering: .relaxed) }
+
+    /// The journal a durable session writes its batches to.
+    func journal(for id: String) -> (any SessionJournal)? {
+        storage.map { StorageJournal(id: id, storage: $0, persistence: self) }
+    }
+
+    /// Commits `writes` and waits; `true` when they are durable (or there is no store).
+    func commit(_ writes: [StoreWrite]) async -> Bool {
+        guard let storage else { return true }
+        return await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
+            storage.commit(writes) { [self] result in
+                done.resume(returning: noted(result))
+            }
+        }
+    }
+
+    /// While commits fail, a small write now and then finds out when the store works again,
+    /// so readiness comes back without waiting for a client's request.
+    func probeIfFailing() async {
+        guard isDurable, !isAvailable else { return }
+        _ = await commit([.probe])
+    }
+
+    /// Records whether a commit worked, for readiness.
+    func noted(_ result: Result<Void, StorageError>) -> Bool {
+        switch result {
+        case .success:
+            failing.store(false, ordering: .relaxed)
+            return true
+        case .failure:
+            failing.store(true, ordering: .relaxed)
+            return false
+        }
+    }
+
+    // MARK: - Records
+
+    static func snapshot(_ session: DurableSession) -> SessionSnapshot {
+        SessionSnapshot(version: session.version, lastSequence: session.lastSequence, nextSerial: session.nextSerial,
+                        state: session.state.bytes, tree: session.navigation.bytes)
+    }
+
+    static func writes(_ entries: [JournalEntry], of id: String) -> [StoreWrite] {
+        entries.flatMap { entry -> [StoreWrite] in
+            let transaction = StoreWrite.transaction(id: id, SessionTransaction(
+                version: entry.version, lastSequence: entry.lastSequence, nextSerial: entry.nextSerial,
+                statePatch: entry.statePatch.bytes,
+                events: entry.events.map { StoredEvent(sequence: $0.sequence, kind: $0.kind.rawValue, data: $0.encodedData) }))
+            guard let snapshot = entry.snapshot else { return [transaction] }
+            // The events go with the transaction (clients resume from them); the snapshot then
+            // makes every transaction up to it unnecessary.
+            return [transaction, .snapshot(id: id, Self.snapshot(snapshot))]
+        }
+    }
+
+    // MARK: - Recovery
+
+    /// Brings back every stored session. A record that cannot be read is skipped and counted;
+    /// the rest load.
+    func recover(catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics,
+                 report: (String, String) -> Void) throws(StorageError) -> [HostedSession] {
+        guard let storage else { return [] }
+        let loaded = try storage.loadAll()
+        var sessions: [HostedSession] = []
+        var failed = loaded.failed.map { ($0, "the stored record does not decode") }
+        for stored in loaded.sessions {
+            do throws(RecoveryError) {
+                let navigation = try restore(stored, catalog: catalog, limits: limits)
+                sessions.append(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash,
+                                              navigation: navigation, events: SessionEvents(metrics: metrics)))
+            } catch {
+                failed.append((stored.record.id, error.description))
+            }
+        }
+        for (id, reason) in failed { report(id, reason) }
+        failedRecords.store(failed.count, ordering: .relaxed)
+        recovered.store(sessions.count, ordering: .relaxed)
+        return sessions
+    }
+
+    private func restore(_ stored: StoredSession, catalog: FeatureCatalog, limits: SessionLimits) throws(RecoveryError) -> NavigationSession {
+        let snapshot = DurableSession(
+            version: stored.snapshot.version, lastSequence: stored.snapshot.lastSequence, nextSerial: stored.snapshot.nextSerial,
+            state: try Self.parse(stored.snapshot.state, "snapshot state"), navigation: try Self.parse(stored.snapshot.tree, "snapshot tree"))
+        var entries: [JournalEntry] = []
+        for transaction in stored.transactions {
+            entries.append(JournalEntry(
+                version: transaction.version, lastSequence: transaction.lastSequence, nextSerial: transaction.nextSerial,
+                events: try transaction.events.map(Self.event), statePatch: try Self.parse(transaction.statePatch, "state patch"),
+                snapshot: nil))
+        }
+        let current = try snapshot.applying(entries)
+        let events = try stored.events.map(Self.event)
+        guard let journal = journal(for: stored.record.id) else { throw RecoveryError(description: "no store") }
+        return try catalog.restoreSession(feature: stored.record.feature, current, events: events, limits: limits, journal: journal)
+    }
+
+    private static func parse(_ bytes: [UInt8], _ what: String) throws(RecoveryError) -> JSON {
+        do { return try JSONParser.parse(bytes) } catch { throw RecoveryError(description: "\(what): \(error.description)") }
+    }
+
+    private static func event(_ stored: StoredEvent) throws(RecoveryError) -> NavigationEvent {
+        guard let kind = NavigationEvent.Kind(rawValue: stored.kind) else { throw RecoveryError(description: "event kind \(stored.kind)") }
+        return NavigationEvent(sequence: stored.sequence, kind: kind, data: try parse(stored.data, "event \(stored.sequence)"))
+    }
+
+    // MARK: - Metrics
+
+    /// The store's part of `/metrics`.
+    func renderMetrics() -> String {
+        guard let storage else { return "" }
+        let statistics = storage.statistics()
+        var out = ""
+        func family(_ name: String, _ type: String, _ help: String) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        }
+        family("navd_store_available", "gauge", "Whether the last commit to the session store succeeded.")
+        out += "navd_store_available \(isAvailable ? 1 : 0)\n"
+        family("navd_sessions_recovered", "gauge", "Sessions brought back from the store at start.")
+        out += "navd_sessions_recovered \(recovered.load(ordering: .relaxed))\n"
+        family("navd_sessions_unreadable", "gauge", "Stored sessions skipped at start because their records did not decode.")
+        out += "navd_sessions_unreadable \(failedRecords.load(ordering: .relaxed))\n"
+        family("navd_store_commits_total", "counter", "Commits synced to disk.")
+        out += "navd_store_commits_total \(statistics.commits)\n"
+        family("navd_store_commit_failures_total", "counter", "Commits that failed and were rolled back.")
+        out += "navd_store_commit_failures_total \(statistics.failedCommits)\n"
+        family("navd_store_writes_total", "counter", "Requests and session batches made durable; over commits, the mean batch.")
+        out += "navd_store_writes_total \(statistics.writes)\n"
+        family("navd_store_commit_seconds", "histogram", "Time to commit and sync one batch.")
+        for (bound, count) in zip(statistics.latencyBounds, statistics.latencyCounts) {
+            out += "navd_store_commit_seconds_bucket{le=\"\(bound)\"} \(count)\n"
+        }
+        out += "navd_store_commit_seconds_bucket{le=\"+Inf\"} \(statistics.commits)\n"
+        out += "navd_store_commit_seconds_sum \(statistics.latencySum)\n"
+        out += "navd_store_commit_seconds_count \(statistics.commits)\n"
+        family("navd_store_batch_writes", "histogram", "Requests and session batches sharing one commit.")
+        for (bound, count) in zip(statistics.batchBounds, statistics.batchCounts) {
+            out += "navd_store_batch_writes_bucket{le=\"\(bound)\"} \(count)\n"
+        }
+        out += "navd_store_batch_writes_bucket{le=\"+Inf\"} \(statistics.commits)\n"
+        out += "navd_store_batch_writes_sum \(statistics.writes)\n"
+        out += "navd_store_batch_writes_count \(statistics.commits)\n"
+        family("navd_store_bytes", "gauge", "Bytes the session store takes on disk (database and log).")
+        out += "navd_store_bytes \(statistics.bytesOnDisk)\n"
+        return out
+    }
+}
+
+/// A session's batches, written to the store as its transactions.
+private struct StorageJournal: SessionJournal {
+    let id: String
+    let storage: any SessionStorage
+    let persistence: SessionPersistence
+
+    func write(_ entries: [JournalEntry], completion: @escaping @Sendable (Bool) -> Void) {
+        let persistence = persistence
+        storage.commit(SessionPersistence.writes(entries, of: id)) { result in
+            completion(persistence.noted(result))
+        }
+    }
+}

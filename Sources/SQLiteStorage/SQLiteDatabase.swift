@@ -1,0 +1,135 @@
+import CSQLite
+
+/// One connection to a SQLite database: statements prepared once and reused, errors carried
+/// with SQLite's own message. Not thread-safe; its owner serialises every use.
+final class SQLiteDatabase {
+    private let handle: OpaquePointer
+    private var statements: [String: OpaquePointer] = [:]
+
+    /// SQLite's result code and message.
+    struct Failure: Error, CustomStringConvertible {
+        let code: Int32
+        let message: String
+
+        var description: String { "\(message) (SQLite \(code))" }
+        /// The disk is full or failed: the store is unavailable, not broken.
+        var isDiskProblem: Bool { [SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_READONLY].contains(code & 0xFF) }
+        var isBusy: Bool { [SQLITE_BUSY, SQLITE_LOCKED].contains(code & 0xFF) }
+    }
+
+    init(path: String) throws(Failure) {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(handle)
+            throw Failure(code: code, message: message)
+        }
+        self.handle = handle
+        sqlite3_extended_result_codes(handle, 1)
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs SQL that returns no rows (several statements allowed).
+    func execute(_ sql: String) throws(Failure) {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        guard code == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(message)
+            throw Failure(code: code, message: text)
+        }
+    }
+
+    /// Runs one statement with `values` bound in order, calling `row` for each result row.
+    func run(_ sql: String, _ values: [SQLiteValue] = [], row: ((SQLiteRow) throws(Failure) -> Void)? = nil) throws(Failure) {
+        let statement = try prepared(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let code: Int32 = switch value {
+            case .integer(let number): sqlite3_bind_int64(statement, index, Int64(number))
+            case .real(let number): sqlite3_bind_double(statement, index, number)
+            case .text(let text): sqlite3_bind_text(statement, index, text, -1, navd_sqlite_transient())
+            case .blob(let bytes):
+                bytes.withUnsafeBytes { buffer in
+                    // A zero-length blob must still be a blob, not NULL: bind a valid pointer.
+                    sqlite3_bind_blob64(statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), sqlite3_uint64(buffer.count), navd_sqlite_transient())
+                }
+            }
+            guard code == SQLITE_OK else { throw failure(code) }
+        }
+        while true {
+            let code = sqlite3_step(statement)
+            switch code {
+            case SQLITE_DONE: return
+            case SQLITE_ROW: try row?(SQLiteRow(statement: statement))
+            default: throw failure(code)
+            }
+        }
+    }
+
+    /// The single integer a query returns (a pragma, a count).
+    func integer(_ sql: String, _ values: [SQLiteValue] = []) throws(Failure) -> Int {
+        var result = 0
+        try run(sql, values) { row in result = row.integer(0) }
+        return result
+    }
+
+    /// The single text a query returns (a pragma).
+    func text(_ sql: String) throws(Failure) -> String {
+        var result = ""
+        try run(sql) { row in result = row.text(0) }
+        return result
+    }
+
+    private func prepared(_ sql: String) throws(Failure) -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        var statement: OpaquePointer?
+        let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard code == SQLITE_OK, let statement else { throw failure(code) }
+        statements[sql] = statement
+        return statement
+    }
+
+    private func failure(_ code: Int32) -> Failure {
+        Failure(code: code, message: String(cString: sqlite3_errmsg(handle)))
+    }
+}
+
+/// A value bound to a statement.
+enum SQLiteValue {
+    case integer(Int)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+}
+
+/// The current row of a statement, read by column.
+struct SQLiteRow {
+    fileprivate let statement: OpaquePointer
+
+    func integer(_ column: Int32) -> Int { Int(sqlite3_column_int64(statement, column)) }
+    func real(_ column: Int32) -> Double { sqlite3_column_double(statement, column) }
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+
+    func text(_ column: Int32) -> String {
+        guard let pointer = sqlite3_column_text(statement, column) else { return "" }
+        let count = Int(sqlite3_column_bytes(statement, column))
+        return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
+    }
+
+    func blob(_ column: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(statement, column))
+        guard count > 0, let pointer = sqlite3_column_blob(statement, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+}

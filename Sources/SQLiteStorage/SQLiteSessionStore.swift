@@ -1,0 +1,334 @@
+import CSQLite
+import Dispatch
+import Foundation
+import SessionStorage
+import Synchronization
+
+/// Sessions in an embedded SQLite database: `navd.sqlite3` in the data directory.
+///
+/// Acknowledged means durable: the database is in WAL mode with `synchronous=FULL`, so a
+/// commit returns only once the log is synced. One writer (a serial queue) commits whatever
+/// arrived while the previous commit was syncing in one transaction, so requests share a sync
+/// instead of queueing for one each. The file is held with an exclusive lock: a second navd
+/// on the same directory is refused instead of corrupting the first one's sessions.
+public final class SQLiteSessionStore: SessionStorage {
+    /// How many events per session the store keeps for `Last-Event-ID`: the event buffer's bounds.
+    public struct EventRetention: Sendable {
+        public var count: Int
+        public var bytes: Int
+
+        public init(count: Int, bytes: Int) {
+            self.count = max(0, count)
+            self.bytes = max(0, bytes)
+        }
+    }
+
+    public let path: String
+    private let retention: EventRetention
+    private let database: Mutex<SQLiteDatabase?>
+    private let writer = DispatchQueue(label: "navd.store.writer", qos: .userInitiated)
+    private let queue = Mutex(Pending())
+    private let counters = Mutex(StorageStatistics())
+
+    private struct Request {
+        let writes: [StoreWrite]
+        let completion: @Sendable (Result<Void, StorageError>) -> Void
+    }
+
+    private struct Pending {
+        var requests: [Request] = []
+        var draining = false
+        var closed = false
+    }
+
+    static let latencyBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+    static let batchBounds = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    /// Free pages worth giving back to the file system in one go, after sessions were deleted.
+    private static let vacuumThreshold = 1024
+
+    /// Opens (or creates) the store in `directory`; refuses a file that is not navd's, one
+    /// written by a newer navd, and one another process holds.
+    public init(directory: String, retention: EventRetention) throws(StorageError) {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw .cannotOpen("cannot create the data directory \(directory): \(error.localizedDescription)")
+        }
+        path = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        self.retention = retention
+        do {
+            let database = try SQLiteDatabase(path: path)
+            try Self.prepare(database, path: path)
+            self.database = Mutex(database)
+        } catch let failure as SQLiteDatabase.Failure {
+            throw .cannotOpen(failure.isBusy ? "\(path) is in use by another process" : "\(path): \(failure)")
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw .cannotOpen("\(path): \(error)")
+        }
+        var statistics = StorageStatistics()
+        statistics.latencyBounds = Self.latencyBounds
+        statistics.latencyCounts = Array(repeating: 0, count: Self.latencyBounds.count)
+        statistics.batchBounds = Self.batchBounds
+        statistics.batchCounts = Array(repeating: 0, count: Self.batchBounds.count)
+        counters.withLock { $0 = statistics }
+    }
+
+    private static func prepare(_ database: SQLiteDatabase, path: String) throws {
+        // Before anything reads the file: no waiting on another process, an exclusive lock held
+        // for the connection's life (so WAL needs no shared memory), and incremental vacuum,
+        // which only takes effect before the first table exists.
+        try database.execute("""
+            PRAGMA busy_timeout = 0;
+            PRAGMA locking_mode = EXCLUSIVE;
+            PRAGMA auto_vacuum = INCREMENTAL;
+            """)
+        let mode = try database.text("PRAGMA journal_mode = WAL")
+        guard mode.lowercased() == "wal" else { throw StorageError.cannotOpen("\(path): cannot use write-ahead logging (journal mode \(mode))") }
+        try database.execute("""
+            PRAGMA synchronous = FULL;
+            PRAGMA journal_size_limit = 67108864;
+            BEGIN EXCLUSIVE;
+            """)
+        do {
+            let application = try database.integer("PRAGMA application_id")
+            let version = try database.integer("PRAGMA user_version")
+            let tables = try database.integer("SELECT count(*) FROM sqlite_schema")
+            if application == 0 && version == 0 && tables == 0 {
+                try database.execute(SQLiteSchema.create)
+            } else if application != SQLiteSchema.applicationID {
+                throw StorageError.cannotOpen("\(path) is not a navd session store")
+            } else if version > SQLiteSchema.version {
+                throw StorageError.cannotOpen("\(path) was written by a newer navd (schema \(version); this navd reads \(SQLiteSchema.version))")
+            }
+            // Rows a session's last writes left after its deletion in the same batch window.
+            try database.execute("""
+                DELETE FROM transactions WHERE session NOT IN (SELECT id FROM sessions);
+                DELETE FROM events WHERE session NOT IN (SELECT id FROM sessions);
+                COMMIT;
+                """)
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    // MARK: - Loading
+
+    public func loadAll() throws(StorageError) -> LoadedSessions {
+        let loaded = database.withLock { database -> Result<LoadedSessions, StorageError> in
+            guard let database else { return .failure(.unavailable("the store is closed")) }
+            do throws(SQLiteDatabase.Failure) {
+                return .success(try Self.load(from: database))
+            } catch {
+                return .failure(error.isDiskProblem ? .unavailable(error.description) : .cannotOpen(error.description))
+            }
+        }
+        return try loaded.get()
+    }
+
+    private static func load(from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> LoadedSessions {
+        var transactions: [String: [SessionTransaction]] = [:]
+        try database.run("SELECT session, version, last_sequence, next_serial, patch, extras FROM transactions ORDER BY ordinal") { row in
+            transactions[row.text(0), default: []].append(SessionTransaction(
+                version: row.integer(1), lastSequence: row.integer(2), nextSerial: row.integer(3),
+                statePatch: row.blob(4), events: [], extras: row.isNull(5) ? nil : row.blob(5)))
+        }
+        var events: [String: [StoredEvent]] = [:]
+        try database.run("SELECT session, sequence, kind, data FROM events ORDER BY session, sequence") { row in
+            events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.blob(3)))
+        }
+        var sessions: [StoredSession] = []
+        var failed: [String] = []
+        try database.run("""
+            SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
+            FROM sessions ORDER BY created, id
+            """) { row in
+            let id = row.text(0)
+            let tokenHash = row.blob(1)
+            guard tokenHash.count == TokenHash.byteCount else {
+                failed.append(id)
+                return
+            }
+            let record = SessionRecord(id: id, tokenHash: tokenHash, feature: row.text(2), created: row.real(3))
+            let snapshot = SessionSnapshot(version: row.integer(4), lastSequence: row.integer(5), nextSerial: row.integer(6),
+                                           state: row.blob(7), tree: row.blob(8), extras: row.blob(9))
+            // A transaction's events are the ones after the previous transaction's last one.
+            var replay = transactions[id] ?? []
+            let kept = events[id] ?? []
+            var next = kept.firstIndex { $0.sequence > snapshot.lastSequence } ?? kept.endIndex
+            for index in replay.indices {
+                let start = next
+                while next < kept.endIndex && kept[next].sequence <= replay[index].lastSequence { next += 1 }
+                replay[index].events = Array(kept[start..<next])
+            }
+            sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay, events: kept))
+        }
+        return LoadedSessions(sessions: sessions, failed: failed)
+    }
+
+    // MARK: - Committing
+
+    public func commit(_ writes: [StoreWrite], completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        enum Next { case refuse, wait, drain }
+        let next = queue.withLock { pending -> Next in
+            guard !pending.closed else { return .refuse }
+            pending.requests.append(Request(writes: writes, completion: completion))
+            guard !pending.draining else { return .wait }
+            pending.draining = true
+            return .drain
+        }
+        switch next {
+        case .refuse: completion(.failure(.unavailable("the store is closed")))
+        case .wait: break
+        case .drain: writer.async { self.drain() }
+        }
+    }
+
+    /// Commits everything that is pending, one transaction per round, until nothing is.
+    private func drain() {
+        while true {
+            let batch = queue.withLock { pending -> [Request] in
+                let batch = pending.requests
+                pending.requests.removeAll(keepingCapacity: true)
+                if batch.isEmpty { pending.draining = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            let result = commitTogether(batch)
+            if case .failure = result, batch.count > 1 {
+                // One request's bad write must not fail its neighbours': on failure, each
+                // request is tried alone (a full disk fails them all again, quickly).
+                for request in batch { request.completion(commitTogether([request])) }
+            } else {
+                for request in batch { request.completion(result) }
+            }
+        }
+    }
+
+    private func commitTogether(_ requests: [Request]) -> Result<Void, StorageError> {
+        let started = ContinuousClock.now
+        let result = database.withLock { database -> Result<Void, StorageError> in
+            guard let database else { return .failure(.unavailable("the store is closed")) }
+            do throws(SQLiteDatabase.Failure) {
+                try database.execute("BEGIN IMMEDIATE")
+                do throws(SQLiteDatabase.Failure) {
+                    for request in requests {
+                        for write in request.writes { try apply(write, to: database) }
+                    }
+                    try database.execute("COMMIT")
+                } catch {
+                    try? database.execute("ROLLBACK")
+                    throw error
+                }
+                giveBackFreePages(database)
+                return .success(())
+            } catch {
+                return .failure(.unavailable(error.description))
+            }
+        }
+        record(result, requests: requests.count, seconds: (ContinuousClock.now - started).seconds)
+        return result
+    }
+
+    private func apply(_ write: StoreWrite, to database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
+        switch write {
+        case .create(let record, let snapshot):
+            try database.run("""
+                INSERT INTO sessions (id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, [.text(record.id), .blob(record.tokenHash), .text(record.feature), .real(record.created)] + Self.values(snapshot))
+        case .transaction(let id, let transaction):
+            try database.run("""
+                INSERT INTO transactions (session, version, last_sequence, next_serial, patch, extras) VALUES (?, ?, ?, ?, ?, ?)
+                """, [.text(id), .integer(transaction.version), .integer(transaction.lastSequence), .integer(transaction.nextSerial),
+                      .blob(transaction.statePatch)] + (transaction.extras.map { [.blob($0)] } ?? []))
+            for event in transaction.events {
+                try database.run("INSERT OR REPLACE INTO events (session, sequence, kind, data) VALUES (?, ?, ?, ?)",
+                                 [.text(id), .integer(event.sequence), .text(event.kind), .blob(event.data)])
+            }
+        case .snapshot(let id, let snapshot):
+            try database.run("""
+                UPDATE sessions SET version = ?, last_sequence = ?, next_serial = ?, state = ?, tree = ?, extras = ? WHERE id = ?
+                """, Self.values(snapshot) + [.text(id)])
+            // Every transaction of this session so far is covered: later ones come after this write.
+            try database.run("DELETE FROM transactions WHERE session = ?", [.text(id)])
+            try trimEvents(of: id, through: snapshot.lastSequence, in: database)
+        case .probe:
+            try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
+        case .delete(let id):
+            try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])
+            try database.run("DELETE FROM transactions WHERE session = ?", [.text(id)])
+            try database.run("DELETE FROM events WHERE session = ?", [.text(id)])
+        }
+    }
+
+    /// Keeps the events the session's buffer would keep: the newest, by count and by bytes.
+    private func trimEvents(of id: String, through last: Int, in database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
+        try database.run("DELETE FROM events WHERE session = ? AND sequence <= ?", [.text(id), .integer(last - retention.count)])
+        try database.run("""
+            DELETE FROM events WHERE session = ?1 AND sequence <= (
+                SELECT max(sequence) FROM (
+                    SELECT sequence, sum(length(data)) OVER (ORDER BY sequence DESC) AS newer
+                    FROM events WHERE session = ?1
+                ) WHERE newer > ?2
+            )
+            """, [.text(id), .integer(retention.bytes)])
+    }
+
+    /// After deletions the file keeps its pages; once enough are free, some go back to the
+    /// file system, a few at a time so no commit waits long behind it.
+    private func giveBackFreePages(_ database: SQLiteDatabase) {
+        guard let free = try? database.integer("PRAGMA freelist_count"), free >= Self.vacuumThreshold else { return }
+        try? database.execute("PRAGMA incremental_vacuum(\(Self.vacuumThreshold))")
+    }
+
+    private static func values(_ snapshot: SessionSnapshot) -> [SQLiteValue] {
+        [.integer(snapshot.version), .integer(snapshot.lastSequence), .integer(snapshot.nextSerial),
+         .blob(snapshot.state), .blob(snapshot.tree), .blob(snapshot.extras)]
+    }
+
+    // MARK: - Statistics and closing
+
+    private func record(_ result: Result<Void, StorageError>, requests: Int, seconds: Double) {
+        counters.withLock { statistics in
+            guard case .success = result else {
+                statistics.failedCommits += 1
+                return
+            }
+            statistics.commits += 1
+            statistics.writes += requests
+            statistics.latencySum += seconds
+            for (index, bound) in Self.latencyBounds.enumerated() where seconds <= bound { statistics.latencyCounts[index] += 1 }
+            for (index, bound) in Self.batchBounds.enumerated() where requests <= bound { statistics.batchCounts[index] += 1 }
+        }
+    }
+
+    public func statistics() -> StorageStatistics {
+        var statistics = counters.withLock { $0 }
+        statistics.bytesOnDisk = [path, path + "-wal"].reduce(0) { total, file in
+            let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? nil
+            return total + (size ?? 0)
+        }
+        return statistics
+    }
+
+    public func close() {
+        queue.withLock { $0.closed = true }
+        writer.sync {}
+        database.withLock { database in
+            // Folds the log into the database so the next start reads one file.
+            try? database?.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            database = nil
+        }
+    }
+}
+
+extension Duration {
+    fileprivate var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,28 @@
+import COpenSSL
+
+/// How a session token is kept at rest: its SHA-256, so a copy of the store opens no session.
+/// The digest is the system's OpenSSL, not one of our own.
+public enum TokenHash {
+    /// A SHA-256 digest's length.
+    public static let byteCount = 32
+
+    public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        let succeeded = bytes.withUnsafeBytes { input in
+            EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha256(), nil)
+        }
+        // EVP_Digest fails only when memory runs out; a hash that matches nothing is the safe answer.
+        guard succeeded == 1 else { return [] }
+        return Array(digest.prefix(Int(length)))
+    }
+
+    /// Compares in constant time, so how long a refusal takes says nothing about the token.
+    public static func matches(_ candidate: String, _ hash: [UInt8]) -> Bool {
+        let computed = sha256(Array(candidate.utf8))
+        guard computed.count == hash.count, !hash.isEmpty else { return false }
+        var difference: UInt8 = 0
+        for (a, b) in zip(computed, hash) { difference |= a ^ b }
+        return difference == 0
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import NavigationCore
+import Testing
+import TestSupport
+
+/// The `navd` executable on its default SQLite store: a restart, graceful or `kill -9`, loses
+/// nothing that was acknowledged, and a full disk is loud and temporary.
+@Suite(.serialized) struct DurableProcessTests {
+    typealias Running = ProcessTests.Running
+    static let flags = ["--port", "0", "--log-requests", "off", "--fact-base-url", "http://127.0.0.1:9"]
+
+    @Test func afterSigtermAndARestartAStreamResumesWithExactlyTheMissedEventsAndNoEnd() async throws {
+        let first = try Running(Self.flags)
+        defer { try? FileManager.default.removeItem(atPath: first.dataDirectory) }
+        try first.waitUntilListening()
+        let (id, token) = try await Self.createCounter(port: first.port)
+        let stream = try LoopbackClient(port: first.port)
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")]))
+        _ = try await stream.readResponse()
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+        let client = try LoopbackClient(port: first.port)
+        var seen: [Int] = []
+        for action in ["incrementButtonTapped", "incrementButtonTapped", "settingsButtonTapped"] {
+            let answer = try await client.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root","action":"\#(action)"}"#)
+            #expect(answer.status == 200)
+            seen += answer.json["events"]?.arrayValue?.compactMap { $0["id"]?.intValue } ?? []
+        }
+        let before = try await client.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        let treeBefore = try await client.request("GET", "/sessions/\(id)/navigation", headers: [("Authorization", "Bearer \(token)")])
+
+        first.process.terminate()
+        #expect(await first.wait(timeout: .seconds(5)))
+        #expect(first.process.terminationStatus == 0)
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(!closing.contains { $0.name == "end" }, "a durable session is not over when its process stops")
+
+        let second = try Running(Self.flags, dataDirectory: first.dataDirectory)
+        defer { second.process.terminate() }
+        try second.waitUntilListening()
+        let after = try LoopbackClient(port: second.port)
+        let restored = try await after.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        #expect(restored.status == 200, "\(restored.text)")
+        #expect(restored.json == before.json, "same version and state")
+        let treeAfter = try await after.request("GET", "/sessions/\(id)/navigation", headers: [("Authorization", "Bearer \(token)")])
+        #expect(treeAfter.json == treeBefore.json, "same tree, same ids")
+        let wrongToken = try await after.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer not-the-token")])
+        #expect(wrongToken.status == 401)
+
+        // One more change on the new process, then a stream resuming from the first event.
+        let more = try await after.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root","action":"incrementButtonTapped"}"#)
+        #expect(more.status == 200)
+        let newIDs = more.json["events"]?.arrayValue?.compactMap { $0["id"]?.intValue } ?? []
+        #expect(newIDs.allSatisfy { $0 > (seen.max() ?? 0) }, "event ids go on, never reused")
+        let resumed = try LoopbackClient(port: second.port)
+        let from = try #require(seen.first)
+        try await resumed.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [
+            ("Authorization", "Bearer \(token)"), ("Last-Event-ID", String(from)),
+        ]))
+        _ = try await resumed.readResponse()
+        let last = try #require(newIDs.last)
+        let replayed = try await resumed.readEvents { $0.id == last }
+        #expect(replayed.compactMap(\.id) == Array(seen.dropFirst()) + newIDs, "exactly the missed events, in order")
+        #expect(!replayed.contains { $0.name == "snapshot" || $0.name == "end" })
+    }
+
+    @Test func killMinusNineLosesNothingAcknowledged() async throws {
+        let first = try Running(Self.flags)
+        defer { try? FileManager.default.removeItem(atPath: first.dataDirectory) }
+        try first.waitUntilListening()
+        var sessions: [(id: String, token: String, count: Int)] = []
+        for _ in 0..<4 {
+            let (id, token) = try await Self.createCounter(port: first.port)
+            sessions.append((id, token, 0))
+        }
+        let client = try LoopbackClient(port: first.port)
+        for round in 0..<20 {
+            let index = round % sessions.count
+            let answer = try await client.request("POST", "/sessions/\(sessions[index].id)/actions", token: sessions[index].token,
+                                                  json: #"{"target":"root","action":"incrementButtonTapped"}"#)
+            #expect(answer.status == 200)
+            sessions[index].count += 1
+        }
+        kill(first.process.processIdentifier, SIGKILL)
+        #expect(await first.wait(timeout: .seconds(5)))
+
+        let second = try Running(Self.flags, dataDirectory: first.dataDirectory)
+        defer { second.process.terminate() }
+        try second.waitUntilListening()
+        let after = try LoopbackClient(port: second.port)
+        for session in sessions {
+            let state = try await after.request("GET", "/sessions/\(session.id)", headers: [("Authorization", "Bearer \(session.token)")])
+            #expect(state.status == 200)
+            #expect(state.json["state"]?["count"]?.intValue == session.count)
+        }
+        let metrics = try await after.request("GET", "/metrics", headers: [])
+        #expect(metrics.text.contains("navd_sessions_recovered 4\n"))
+        #expect(metrics.text.contains("navd_store_available 1\n"))
+        for family in ["navd_store_commits_total", "navd_store_writes_total", "navd_store_commit_seconds_bucket{le=\"+Inf\"}", "navd_store_bytes"] {
+            #expect(metrics.text.contains("\n\(family) "), "\(family)")
+        }
+    }
+
+    @Test func aDataDirectoryThatIsNotNavdsExitsWithCode2() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-foreign-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Data(repeating: 0x2A, count: 4096).write(to: URL(fileURLWithPath: directory + "/navd.sqlite3"))
+        let navd = try Running(Self.flags, dataDirectory: directory)
+        #expect(await navd.wait(timeout: .seconds(5)))
+        #expect(navd.process.terminationStatus == 2)
+        let message = String(decoding: navd.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("cannot open the session store"), "\(message)")
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "mounting a small tmpfs needs root"))
+    func aFullDiskAnswers503RollsBackAndRecoversOnceThereIsRoom() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-full-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Self.run("/bin/mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", directory)
+        defer {
+            try? Self.run("/bin/umount", "-l", directory)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        let navd = try Running(Self.flags, dataDirectory: directory)
+        defer { navd.process.terminate() }
+        try navd.waitUntilListening()
+        let (id, token) = try await Self.createCounter(port: navd.port)
+        let client = try LoopbackClient(port: navd.port)
+        let filler = directory + "/filler"
+        try? Self.run("/bin/dd", "if=/dev/zero", "of=\(filler)", "bs=64k", "count=200")
+
+        let big = String(repeating: "7", count: 60_000)
+        var refused: LoopbackClient.Response?
+        for round in 0..<80 where refused == nil {
+            // Each change writes a patch and a state event of about 60 kB.
+            let answer = try await client.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root","action":"incrementButtonTapped"}"#)
+            if answer.status != 200 { refused = answer; break }
+            let state = #"{"counter":{"count":\#(round),"destination":{"fact":{"value":"\#(round)\#(big)"}}}}"#
+            let put = try await client.request("PUT", "/sessions/\(id)/state", token: token, json: state)
+            if put.status >= 500 { refused = put }
+        }
+        let failure = try #require(refused, "the disk never filled")
+        #expect(failure.status == 503)
+        #expect(failure.json["error"]?["code"] == "storage_unavailable")
+        #expect(failure.header("Retry-After") != nil)
+        let ready = try await client.request("GET", "/readyz", headers: [])
+        #expect(ready.status == 503)
+        let state = try await client.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        let version = try #require(state.json["version"]?.intValue)
+
+        try FileManager.default.removeItem(atPath: filler)
+        var readyAgain = false
+        for _ in 0..<50 where !readyAgain {
+            try await Task.sleep(for: .milliseconds(100))
+            readyAgain = try await client.request("GET", "/readyz", headers: []).status == 200
+        }
+        #expect(readyAgain, "ready again by itself once the disk has room")
+        let answer = try await client.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root","action":"incrementButtonTapped"}"#)
+        #expect(answer.status == 200)
+        #expect(answer.json["version"]?.intValue == version + 1, "the refused change left nothing behind")
+    }
+
+    static func createCounter(port: Int) async throws -> (String, String) {
+        let created = try await LoopbackClient(port: port).request("POST", "/sessions", json: #"{"feature":"counter"}"#)
+        guard created.status == 201, let id = created.json["id"]?.stringValue, let token = created.json["token"]?.stringValue else {
+            throw LoopbackClient.Failure(description: "create: \(created.status) \(created.text)")
+        }
+        return (id, token)
+    }
+
+    static func run(_ executable: String, _ arguments: String...) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw LoopbackClient.Failure(description: "\(executable) exited \(process.terminationStatus)") }
+    }
+}

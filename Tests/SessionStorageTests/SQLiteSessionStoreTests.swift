@@ -1,0 +1,232 @@
+import Foundation
+import SessionStorage
+@testable import SQLiteStorage
+import Synchronization
+import Testing
+
+/// The SQLite engine on real files: what goes in comes out after a reopen, what a snapshot
+/// covers is dropped, and what is not navd's is refused.
+@Suite struct SQLiteSessionStoreTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-store-\(UUID().uuidString)").path
+    let retention = SQLiteSessionStore.EventRetention(count: 8, bytes: 1 << 20)
+
+    func open(_ retention: SQLiteSessionStore.EventRetention? = nil) throws -> SQLiteSessionStore {
+        try SQLiteSessionStore(directory: directory, retention: retention ?? self.retention)
+    }
+
+    func record(_ id: String) -> SessionRecord {
+        SessionRecord(id: id, tokenHash: TokenHash.sha256(Array("token-\(id)".utf8)), feature: "counter", created: 1_700_000_000.5)
+    }
+
+    func snapshot(version: Int, last: Int, state: String = #"{"count":0}"#) -> SessionSnapshot {
+        SessionSnapshot(version: version, lastSequence: last, nextSerial: 7, state: Array(state.utf8), tree: Array(#"{"id":"root"}"#.utf8),
+                        extras: Array(#"{"deadline":12.5}"#.utf8))
+    }
+
+    func transaction(version: Int, events: ClosedRange<Int>, data: String = #"{"count":1}"#) -> SessionTransaction {
+        SessionTransaction(version: version, lastSequence: events.upperBound, nextSerial: 7 + version,
+                           statePatch: Array(#"[{"op":"replace","path":"/count","value":\#(version)}]"#.utf8),
+                           events: events.map { StoredEvent(sequence: $0, kind: "state", data: Array(data.utf8)) })
+    }
+
+    @Test func whatIsCommittedComesBackAfterAReopen() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...2)),
+                           .create(record("b"), snapshot(version: 0, last: 0))])
+        try commit(store, [.transaction(id: "a", transaction(version: 2, events: 3...3))])
+        store.close()
+
+        let loaded = try open().loadAll()
+        #expect(loaded.failed.isEmpty)
+        #expect(loaded.sessions.map(\.record.id).sorted() == ["a", "b"])
+        let a = try #require(loaded.sessions.first { $0.record.id == "a" })
+        #expect(a.record == record("a"))
+        #expect(a.snapshot == snapshot(version: 0, last: 0))
+        #expect(a.transactions == [transaction(version: 1, events: 1...2), transaction(version: 2, events: 3...3)])
+        #expect(a.events.map(\.sequence) == [1, 2, 3])
+    }
+
+    @Test func aSnapshotDropsTheTransactionsItCoversAndTrimsEventsToTheBuffer() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        for version in 1...12 {
+            try commit(store, [.transaction(id: "a", transaction(version: version, events: version...version))])
+        }
+        try commit(store, [.snapshot(id: "a", snapshot(version: 12, last: 12, state: #"{"count":12}"#)),
+                           .transaction(id: "a", transaction(version: 13, events: 13...13))])
+        store.close()
+
+        let a = try #require(try open().loadAll().sessions.first)
+        #expect(a.snapshot == snapshot(version: 12, last: 12, state: #"{"count":12}"#))
+        #expect(a.transactions == [transaction(version: 13, events: 13...13)], "the snapshot covers 1…12")
+        // Eight kept at the snapshot (5…12), then 13.
+        #expect(a.events.map(\.sequence) == Array(5...13))
+    }
+
+    @Test func eventsAreTrimmedByBytesToo() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open(.init(count: 100, bytes: 2500))
+        let big = "\"" + String(repeating: "x", count: 998) + "\""  // 1000 bytes
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        for version in 1...5 {
+            try commit(store, [.transaction(id: "a", transaction(version: version, events: version...version, data: big))])
+        }
+        try commit(store, [.snapshot(id: "a", snapshot(version: 5, last: 5))])
+        store.close()
+        let a = try #require(try open().loadAll().sessions.first)
+        #expect(a.events.map(\.sequence) == [4, 5], "the newest events within 2,500 bytes")
+    }
+
+    @Test func aDeletedSessionLeavesNothingBehind() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)),
+                           .transaction(id: "a", transaction(version: 1, events: 1...1))])
+        try commit(store, [.delete(id: "a")])
+        // A batch that was in flight when the session ended leaves rows with no session: the
+        // next open removes them.
+        try commit(store, [.transaction(id: "a", transaction(version: 2, events: 2...2))])
+        store.close()
+        let reopened = try open()
+        #expect(try reopened.loadAll().sessions.isEmpty)
+        reopened.close()
+        let counts = try rowCounts()
+        #expect(counts == [0, 0, 0])
+    }
+
+    @Test func manyConcurrentCommitsShareSyncs() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, (0..<64).map { .create(record("s\($0)"), snapshot(version: 0, last: 0)) })
+        await withTaskGroup(of: Void.self) { group in
+            for session in 0..<64 {
+                group.addTask {
+                    for version in 1...10 {
+                        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                            store.commit([.transaction(id: "s\(session)", transaction(version: version, events: version...version))]) { _ in done.resume() }
+                        }
+                    }
+                }
+            }
+        }
+        let statistics = store.statistics()
+        #expect(statistics.writes == 641)
+        #expect(statistics.failedCommits == 0)
+        #expect(statistics.commits < statistics.writes, "requests that arrive during a sync share the next one")
+        #expect(statistics.latencyCounts.last == statistics.commits)
+        #expect(statistics.bytesOnDisk > 0)
+        store.close()
+        let sessions = try open().loadAll().sessions
+        #expect(sessions.count == 64)
+        #expect(sessions.allSatisfy { $0.transactions.map(\.version) == Array(1...10) })
+    }
+
+    @Test func aFileThatIsNotNavdsIsRefused() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: file))
+        #expect(throws: StorageError.self) { try open() }
+
+        // A SQLite database of someone else's.
+        try FileManager.default.removeItem(atPath: file)
+        let foreign = try SQLiteDatabase(path: file)
+        try foreign.execute("CREATE TABLE notes (body TEXT)")
+        #expect { try open() } throws: { error in
+            (error as? StorageError).map { "\($0)".contains("not a navd session store") } ?? false
+        }
+    }
+
+    @Test func aStoreFromANewerNavdIsRefused() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try open().close()
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try SQLiteDatabase(path: file).execute("PRAGMA user_version = \(SQLiteSchema.version + 1)")
+        #expect { try open() } throws: { error in
+            (error as? StorageError).map { "\($0)".contains("newer navd") } ?? false
+        }
+    }
+
+    @Test func aSecondProcessOnTheSameDirectoryIsRefused() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try open()
+        #expect { try open() } throws: { error in
+            (error as? StorageError).map { "\($0)".contains("in use") } ?? false
+        }
+        first.close()
+        try open().close()
+    }
+
+    @Test func aCorruptRecordIsReportedAndTheRestLoad() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("good"), snapshot(version: 0, last: 0)), .create(record("bad"), snapshot(version: 0, last: 0))])
+        store.close()
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try SQLiteDatabase(path: file).execute("UPDATE sessions SET token_hash = x'00' WHERE id = 'bad'")
+        let loaded = try open().loadAll()
+        #expect(loaded.sessions.map(\.record.id) == ["good"])
+        #expect(loaded.failed == ["bad"])
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "mounting a small tmpfs needs root"))
+    func aFullDiskFailsTheBatchAndTheStoreRecoversOnceThereIsRoom() throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try run("/bin/mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", directory)
+        defer {
+            _ = try? run("/bin/umount", directory)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        let filler = (directory as NSString).appendingPathComponent("filler")
+        // Fill what is left, so the next commit's log pages do not fit.
+        _ = try? run("/bin/dd", "if=/dev/zero", "of=\(filler)", "bs=64k", "count=100")
+        let big = "\"" + String(repeating: "y", count: 200_000) + "\""
+        #expect(throws: StorageError.self) {
+            try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...1, data: big))])
+        }
+        #expect(store.statistics().failedCommits >= 1)
+
+        try FileManager.default.removeItem(atPath: filler)
+        try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...1))])
+        store.close()
+        let a = try #require(try open().loadAll().sessions.first)
+        #expect(a.transactions == [transaction(version: 1, events: 1...1)], "the failed batch left nothing behind")
+    }
+
+    // MARK: - Helpers
+
+    func commit(_ store: SQLiteSessionStore, _ writes: [StoreWrite]) throws {
+        let outcome = Mutex<Result<Void, StorageError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        store.commit(writes) { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        try outcome.withLock { $0 }?.get()
+    }
+
+    func rowCounts() throws -> [Int] {
+        let database = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("navd.sqlite3"))
+        return try ["sessions", "transactions", "events"].map { try database.integer("SELECT count(*) FROM \($0)") }
+    }
+
+    @discardableResult
+    func run(_ executable: String, _ arguments: String...) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw StorageError.unavailable("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        }
+        return process.terminationStatus
+    }
+}

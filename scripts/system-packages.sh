@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages navd builds against when any is missing: the system libraries
+# reached through system-library targets (SQLite for the session store, OpenSSL's libcrypto
+# for token hashes, libcurl for FoundationNetworking). Called by scripts/serve.sh and
+# scripts/test.sh; a no-op when everything is there.
+set -euo pipefail
+packages=(libsqlite3-dev libssl-dev libcurl4-openssl-dev pkg-config)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing ${missing[*]}" >&2
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "FAIL: ${missing[*]} missing and no sudo; install them as root" >&2; exit 1; }
+  as_root=(sudo)
+fi
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+{ "${as_root[@]}" apt-get update -q && DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; } \
+  >"$log" 2>&1 || { tail -20 "$log" >&2; echo "FAIL: apt-get install ${missing[*]}" >&2; exit 1; }
