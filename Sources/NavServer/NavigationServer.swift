@@ -80,7 +80,11 @@ public final class NavigationServer: Sendable {
             _ = handler.store.insert(hosted)
         }
         // Streams attach as soon as listening starts; the sessions must publish by then.
-        for hosted in sessions { await handler.attachEvents(hosted) }
+        for hosted in sessions {
+            await handler.attachEvents(hosted)
+            // Effects in flight at the crash died with it; their features settle as if cancelled.
+            _ = try? await hosted.navigation.settleEffects()
+        }
         if !sessions.isEmpty { handler.log.note(["event": "recovered", "sessions": "\(sessions.count)"]) }
     }
 

@@ -105,6 +105,38 @@ final class MemoryJournal: SessionJournal {
         #expect(pushed.events.first?.sequence == lastStored + 1)
     }
 
+    /// A fact that never comes: the fetch is still running when the process dies.
+    struct StalledFacts: FactClient {
+        func fact(about number: Int) async throws(FactError) -> String {
+            try? await Task.sleep(for: .seconds(600))
+            return "late"
+        }
+    }
+
+    @Test func effectsRunningAtACrashSettleOnRecoveryAsIfCancelled() async throws {
+        let harness = try await Harness("counter", dependencies: Harness.dependencies(facts: StalledFacts()))
+        let journal = MemoryJournal()
+        let first = await harness.session.makeDurable(journal: journal)
+        _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: "factButtonTapped", arguments: nil))
+        let crashed = try journal.restored(from: first)
+        #expect(crashed.state["factIsLoading"] == true, "the journal holds the spinner of a fetch in flight")
+
+        let restoredJournal = MemoryJournal()
+        let restored = try harness.catalog.restoreSession(feature: "counter", crashed, events: [], journal: restoredJournal)
+        let settled = try await restored.durable(try await restored.settleEffects())
+        #expect(settled.version == crashed.version + 1)
+        #expect(settled.events.map(\.kind) == [.state])
+        #expect(settled.events.first?.data["changes"]?["factIsLoading"] == false)
+        #expect(settled.events.first?.sequence == crashed.lastSequence + 1)
+        #expect(restoredJournal.entries.count == 1, "the settled state is durable too")
+        #expect(await restored.describe().state["factIsLoading"] == false)
+
+        // Nothing was in flight: settling changes nothing and costs no version.
+        let again = try await restored.settleEffects()
+        #expect(again.events.isEmpty && again.version == settled.version)
+        await harness.session.end(.deleted)
+    }
+
     @Test func eventsArePublishedAndAnsweredOnlyOnceDurable() async throws {
         let harness = try await Harness("counter")
         let journal = MemoryJournal()

@@ -42,7 +42,9 @@ extension Screen where Subject == CounterModel {
                        unwrap: { $0.destination?.alert },
                        embed: { $0.destination = .alert($1) },
                        dismiss: { $0.destination = nil }),
-            ]
+            ],
+            // A fetch cut off by a restart is over: no fact, no alert, and no spinner left behind.
+            settle: { $0.factIsLoading = false }
         )
     }
 }

@@ -91,7 +91,9 @@ extension Screen where Subject == ConnectToNetworkModel {
                 .isPresented("incorrectPasswordAlertIsPresented", style: .alert, \.incorrectPasswordAlertIsPresented, screen: alert) { model in
                     AlertContent(title: "Incorrect password for \"\(model.network.name)\"", buttons: [.ok])
                 },
-            ]
+            ],
+            // A join cut off by a restart is over: the sheet stays, ready to try again.
+            settle: { $0.isConnecting = false }
         )
     }
 }

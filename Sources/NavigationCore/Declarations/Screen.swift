@@ -29,10 +29,11 @@ public final class Screen<Subject>: Sendable {
         fields: [Field<Subject>] = [],
         actions: [Action<Subject>] = [],
         presentations: [PresentationSlot<Subject>] = [],
-        stacks: [StackSlot<Subject>] = []
+        stacks: [StackSlot<Subject>] = [],
+        settle: (@Sendable (inout Subject) -> Void)? = nil
     ) {
         self.init(name, make: make) { _ in
-            ScreenBody(fields: fields, actions: actions, presentations: presentations, stacks: stacks)
+            ScreenBody(fields: fields, actions: actions, presentations: presentations, stacks: stacks, settle: settle)
         }
     }
 
@@ -77,16 +78,22 @@ public struct ScreenBody<Subject>: Sendable {
     public var actions: [Action<Subject>]
     public var presentations: [PresentationSlot<Subject>]
     public var stacks: [StackSlot<Subject>]
+    /// What an effect that was running leaves behind once it is cancelled (a loading flag
+    /// lowered). A session restored after a crash runs it on every feature on screen, because
+    /// the effects it had in flight did not survive the process.
+    public var settle: (@Sendable (inout Subject) -> Void)?
 
     public init(
         fields: [Field<Subject>] = [],
         actions: [Action<Subject>] = [],
         presentations: [PresentationSlot<Subject>] = [],
-        stacks: [StackSlot<Subject>] = []
+        stacks: [StackSlot<Subject>] = [],
+        settle: (@Sendable (inout Subject) -> Void)? = nil
     ) {
         self.fields = fields
         self.actions = actions
         self.presentations = presentations
         self.stacks = stacks
+        self.settle = settle
     }
 }

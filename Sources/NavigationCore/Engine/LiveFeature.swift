@@ -29,6 +29,7 @@ protocol AnyLiveFeature: AnyObject {
     func derive() -> Derivation?
     func encodeState() -> JSON?
     func perform(_ action: String, arguments: JSON?) throws(NavigationError) -> Effect?
+    func settle()
     func bind(_ field: String, to value: JSON) throws(NavigationError)
     func dismiss(slot: Int)
     func truncate(stack: Int, keeping count: Int)
@@ -66,6 +67,11 @@ final class LiveFeature<Subject>: AnyLiveFeature {
 
     func encodeState() -> JSON? {
         access.read().map(screen.encode)
+    }
+
+    func settle() {
+        guard let settle = screen.body.settle else { return }
+        access.modify { subject in settle(&subject) }
     }
 
     func perform(_ name: String, arguments: JSON?) throws(NavigationError) -> Effect? {

@@ -248,6 +248,15 @@ public actor NavigationSession {
 
     /// A deep link into the running session: replaces the state. Models already on screen are
     /// updated in place, so only the difference is emitted.
+    /// After a restore: the effects that were running died with the process, so each feature on
+    /// screen settles as if they had been cancelled. Emits (and makes durable) whatever changed.
+    public func settleEffects() throws(NavigationError) -> Outcome {
+        try transaction(ifMatch: nil) { reconciler in
+            for feature in reconciler.features { feature.settle() }
+            return nil
+        }
+    }
+
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
         try measure(state, at: JSONPath("state"))
         return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in

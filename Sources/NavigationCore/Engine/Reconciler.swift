@@ -59,6 +59,8 @@ final class Reconciler {
     var serialCounter: Int { nextSerial }
 
     func node(_ id: String) -> Node? { nodesByID[id] }
+    /// Every feature on screen, in no particular order.
+    var features: [any AnyLiveFeature] { nodesByID.values.map(\.feature) }
     func stack(_ id: String) -> StackNode? { stacksByID[id] }
 
     /// Re-derives every feature that changed since the last call and returns the batch.
