@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Measures navd against the Hummingbird peer in one run, alternating the two, with the scripts
-# in ../shared/bench, and prints each figure with its ratio to the peer's.
+# Measures navd against the Hummingbird peer in one run, alternating them, with the scripts in
+# ../shared/bench, and prints each figure with its ratio to the peer's. navd runs with its
+# durable default (SQLite, a fresh data directory each time); actions are also measured with
+# `--store memory`, and the store's commit latency and batch sizes are read from /metrics.
 #
 # Usage: scripts/bench-vs-peer.sh PEER_BINARY [ROUNDS=2]
 #   PEER_BINARY: the peer built with `swift build -c release` in ../shared/peers/hummingbird/peer
@@ -16,9 +18,13 @@ NAVD="$(swift build -c release --show-bin-path)/navd"
 ulimit -n "$(ulimit -Hn)"
 
 pid=""
+data="$(mktemp -d)"
 start() {  # start NAME PORT
   if [[ "$1" == navd ]]; then
-    "$NAVD" --port "$2" --log-requests off >/dev/null 2>&1 &
+    rm -rf "$data/store"
+    "$NAVD" --port "$2" --log-requests off --data-dir "$data/store" >/dev/null 2>&1 &
+  elif [[ "$1" == navd-memory ]]; then
+    "$NAVD" --port "$2" --log-requests off --store memory >/dev/null 2>&1 &
   else
     PORT="$2" "$PEER" >/dev/null 2>&1 &
   fi
@@ -27,7 +33,21 @@ start() {  # start NAME PORT
   echo "$1 did not start" >&2; exit 1
 }
 stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
-trap stop EXIT
+trap 'stop; rm -rf "$data"' EXIT
+# The store's figures from /metrics: commit latency p50/p99 (bucket upper bounds) and mean batch.
+store_figures() {  # store_figures PORT
+  curl -s "http://127.0.0.1:$1/metrics" | python3 -c '
+import re, sys
+text = sys.stdin.read()
+def value(name):
+    found = re.search("^" + re.escape(name) + " (\\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+buckets = [(float(b), float(c)) for b, c in re.findall(r"^navd_store_commit_seconds_bucket\{le=\"([0-9.e-]+)\"\} (\S+)$", text, re.M)]
+commits, writes = value("navd_store_commits_total"), value("navd_store_writes_total")
+def quantile(q):
+    return next((b for b, c in buckets if c >= q * commits), float("inf")) * 1000
+print(f"commit_p50_ms<={quantile(0.5):g} commit_p99_ms<={quantile(0.99):g} mean_batch={writes / max(commits, 1):.1f} commits={commits:.0f}")'
+}
 field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
 declare -A sum
@@ -36,7 +56,8 @@ run() {  # run NAME MEASURE
   start "$name" "$port"
   "$BENCH/wait-idle.sh" 85 120 >/dev/null || true
   case $measure in
-    actions) line=$("$BENCH/run-actions.sh" "http://127.0.0.1:$port" 10 32 | tail -1) ;;
+    actions) line=$("$BENCH/run-actions.sh" "http://127.0.0.1:$port" 10 32 | tail -1)
+             [[ $name == navd ]] && line="$line $(store_figures "$port")" ;;
     sse) line=$(python3 "$BENCH/sse_latency.py" "http://127.0.0.1:$port" 1000 200 | tail -1) ;;
     hold) line=$(python3 "$BENCH/sse_hold.py" "http://127.0.0.1:$port" 10000 "$pid" | tail -1) ;;
   esac
@@ -54,6 +75,7 @@ for _ in $(seq "$ROUNDS"); do
   for measure in actions sse hold; do
     run peer "$measure"
     run navd "$measure"
+    [[ $measure == actions ]] && run navd-memory actions
   done
 done
 
@@ -62,6 +84,7 @@ avg() { echo "scale=2; $1 / $ROUNDS" | bc -l; }
 echo
 echo "means of $ROUNDS rounds (navd / peer):"
 echo "actions_rps          navd $(avg "${sum[navd.rps]}")  peer $(avg "${sum[peer.rps]}")  ratio $(ratio "${sum[navd.rps]}" "${sum[peer.rps]}")"
+echo "actions_rps, memory  navd $(avg "${sum[navd-memory.rps]}")  durable / memory $(ratio "${sum[navd.rps]}" "${sum[navd-memory.rps]}")"
 echo "sse p50 ms (1000)    navd $(avg "${sum[navd.p50]}")  peer $(avg "${sum[peer.p50]}")  ratio $(ratio "${sum[navd.p50]}" "${sum[peer.p50]}")"
 echo "sse p99 ms (1000)    navd $(avg "${sum[navd.p99]}")  peer $(avg "${sum[peer.p99]}")  ratio $(ratio "${sum[navd.p99]}" "${sum[peer.p99]}")"
 echo "KiB per idle stream  navd $(avg "${sum[navd.kib]}")  peer $(avg "${sum[peer.kib]}")  ratio $(ratio "${sum[navd.kib]}" "${sum[peer.kib]}")"

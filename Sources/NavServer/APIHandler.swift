@@ -167,6 +167,7 @@ final class APIHandler: HTTPHandler {
     /// Every request that changes a session answers `{"version","events"}`.
     private func mutate(_ route: Route, _ parameters: [String], _ session: NavigationSession,
                         _ request: HTTPRequest, _ answer: Answer) throws(APIError) {
+        guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let ifMatch = try Self.ifMatch(request)
         let wait = try Self.wait(request, limit: configuration.waitTimeout)
         let change: @Sendable (NavigationSession) async throws(NavigationError) -> NavigationSession.Outcome
@@ -222,7 +223,8 @@ final class APIHandler: HTTPHandler {
                 if let wait { outcome = await session.waitForEffects(of: outcome, timeout: wait) }
                 answer.send(.json(status: 200, Self.outcomeBody(outcome), headers: ["ETag": "\"\(outcome.version)\""]))
             } catch {
-                answer.fail(APIError(error))
+                // A session the shutdown just ended or suspended is not gone: try again later.
+                answer.fail(lifecycle.isShuttingDown ? .shuttingDown : APIError(error))
             }
         }
     }

@@ -137,6 +137,32 @@ final class MemoryJournal: SessionJournal {
         await harness.session.end(.deleted)
     }
 
+    /// The write fails before the request even asks whether its change is durable: it must be
+    /// refused, not left waiting for an event id that the rollback hands to the next change.
+    @Test func aChangeRolledBackBeforeItsRequestWaitsIsRefusedAtOnce() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        journal.set(.hold)
+        let undone = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        journal.release(success: false)
+        for _ in 0..<500 where await harness.session.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(2)) }
+        let next = try await harness.session.perform(target: "root", action: "decrementButtonTapped", arguments: nil)
+        #expect(next.events.first?.sequence == undone.events.first?.sequence, "the rolled-back id is issued again")
+        let session = harness.session
+        let answer = Task { () -> Bool in
+            do { _ = try await session.durable(undone); return true } catch { return false }
+        }
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(2))
+            answer.cancel()
+        }
+        #expect(await answer.value == false, "refused, not answered 200 with the next change's durability")
+        timeout.cancel()
+        #expect(try await session.durable(next).version == 1)
+        #expect(await session.describe().state["count"] == -1)
+    }
+
     @Test func eventsArePublishedAndAnsweredOnlyOnceDurable() async throws {
         let harness = try await Harness("counter")
         let journal = MemoryJournal()

@@ -6,6 +6,35 @@ import TestSupport
 
 /// What hostile testing found: ordering, bounds on memory, and the contract's finer points.
 @Suite(.serialized) struct HardeningTests {
+    /// API.md: during shutdown a mutation gets 503 `shutting_down`, not 404 for a session the
+    /// shutdown just ended; and nothing follows `end`, not even what cancelled effects undo.
+    @Test func duringShutdownMutationsGet503AndNothingFollowsEnd() async throws {
+        let silent = try FactStub(.silent)
+        defer { silent.stop() }
+        let server = try await TestServer { $0.factBaseURL = silent.baseURL; $0.factTimeout = .seconds(30) }
+        let (id, token) = try await server.session("counter")
+        let headers = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")]
+        // A fetch that never finishes keeps a request in flight, so the shutdown waits for it; a
+        // mutation pipelined behind it is handled only once it is answered, during the shutdown.
+        let waiting = try server.client()
+        try await waiting.send(LoopbackClient.format("POST", "/sessions/\(id)/actions?wait=true", headers: headers,
+                                                     body: Array(#"{"action":"factButtonTapped"}"#.utf8))
+                               + LoopbackClient.format("POST", "/sessions/\(id)/actions", headers: headers,
+                                                       body: Array(#"{"action":"incrementButtonTapped"}"#.utf8)))
+        try await Task.sleep(for: .milliseconds(200))
+        let stopping = Task { await server.server.shutdown(grace: .seconds(3)) }
+        let first = try await waiting.readResponse()
+        #expect(first.status == 200)
+        let kinds = first.json["events"]?.arrayValue?.compactMap { $0["event"]?.stringValue } ?? []
+        #expect(kinds.last == "end", "\(kinds): nothing after end")
+        if let second = try? await waiting.readResponse() {
+            #expect(second.status == 503)
+            #expect(second.json["error"]?["code"] == "shutting_down")
+        }
+        await stopping.value
+        server.facts.stop()
+    }
+
     @Test func pipelinedMutationsTakeEffectInTheOrderSent() async throws {
         let server = try await TestServer()
         // Other connections keep the sessions' executors and the loops busy meanwhile.

@@ -22,6 +22,8 @@ public actor NavigationSession {
     private var nextEffectID = 0
     public nonisolated let limits: SessionLimits
     private var durability: Durability?
+    /// Failed writes so far: an outcome made before one was undone by it.
+    private var rollbacks = 0
 
     /// Makes the root feature anew from a full state: how a rollback rebuilds the session.
     private let rebuild: @Sendable (JSON) throws(StateError) -> any AnyLiveFeature
@@ -102,6 +104,8 @@ public actor NavigationSession {
         public let events: [NavigationEvent]
         let effect: Int?
         let sequenceBefore: Int
+        /// The session's rollbacks when it was made: one since means it was undone.
+        var rollbacks = 0
     }
 
     /// How a new subscriber starts: the events it missed, or a snapshot of the whole tree.
@@ -288,7 +292,7 @@ public actor NavigationSession {
         flush()
         try? await waitDurable(through: lastSequence)
         let events = log.events(after: outcome.sequenceBefore, lastIssued: durability?.durableSequence ?? lastSequence) ?? outcome.events
-        return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore)
+        return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore, rollbacks: rollbacks)
     }
 
     /// Why a session ended, as its `end` event says.
@@ -331,6 +335,9 @@ public actor NavigationSession {
 
     /// Waits until what `outcome` changed is durable. Without a journal, at once.
     public func durable(_ outcome: Outcome) async throws(NavigationError) -> Outcome {
+        // A failed write rolled the session back after this change was made: it never happened,
+        // and its event ids will be issued again for other changes.
+        guard outcome.rollbacks == rollbacks else { throw .storageUnavailable }
         guard let last = outcome.events.last?.sequence else { return outcome }
         try await waitDurable(through: last)
         return outcome
@@ -404,6 +411,7 @@ public actor NavigationSession {
             durability.eventsSinceSnapshot = 0
         }
         self.durability = durability
+        rollbacks += 1
         rolledBack?()
     }
 
@@ -452,7 +460,7 @@ public actor NavigationSession {
         let effectID = effect.map(start)
         tracker.setInTransaction(false)
         let events = commit(reconciler.reconcile())
-        return Outcome(version: version, events: events, effect: effectID, sequenceBefore: sequenceBefore)
+        return Outcome(version: version, events: events, effect: effectID, sequenceBefore: sequenceBefore, rollbacks: rollbacks)
     }
 
     private var isNearLimits: Bool {
@@ -480,6 +488,8 @@ public actor NavigationSession {
 
     /// Reconciles what changed outside a request (an effect resuming) as its own batch.
     func flush() {
+        // Nothing follows `end`: what cancelled effects change on their way out is not news.
+        guard endEvent == nil else { return }
         commit(reconciler.reconcile())
     }
 
