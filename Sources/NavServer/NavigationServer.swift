@@ -85,7 +85,12 @@ public final class NavigationServer: Sendable {
             // Effects in flight at the crash died with it; their features settle as if cancelled.
             _ = try? await hosted.navigation.settleEffects()
         }
-        if !sessions.isEmpty { handler.log.note(["event": "recovered", "sessions": "\(sessions.count)"]) }
+        if !sessions.isEmpty {
+            handler.log.note(["event": "recovered", "sessions": "\(sessions.count)"])
+            // The records read at start are garbage now: give their memory back at once.
+            handler.memory.sessionEnded()
+            handler.memory.returnIfSessionsEnded()
+        }
     }
 
     /// SIGTERM: stop accepting, let in-flight requests finish, and return within `grace`.

@@ -79,10 +79,9 @@ final class SessionPersistence: Sendable {
     func recover(catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics,
                  report: (String, String) -> Void) throws(StorageError) -> [HostedSession] {
         guard let storage else { return [] }
-        let loaded = try storage.loadAll()
         var sessions: [HostedSession] = []
-        var failed = loaded.failed.map { ($0, "the stored record does not decode") }
-        for stored in loaded.sessions {
+        var failed: [(String, String)] = []
+        let undecodable = try storage.load { stored in
             do throws(RecoveryError) {
                 let navigation = try restore(stored, catalog: catalog, limits: limits)
                 sessions.append(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash,
@@ -91,6 +90,7 @@ final class SessionPersistence: Sendable {
                 failed.append((stored.record.id, error.description))
             }
         }
+        failed += undecodable.map { ($0, "the stored record does not decode") }
         for (id, reason) in failed { report(id, reason) }
         failedRecords.store(failed.count, ordering: .relaxed)
         recovered.store(sessions.count, ordering: .relaxed)

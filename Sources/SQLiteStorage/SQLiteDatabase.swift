@@ -47,7 +47,7 @@ final class SQLiteDatabase {
     }
 
     /// Runs one statement with `values` bound in order, calling `row` for each result row.
-    func run(_ sql: String, _ values: [SQLiteValue] = [], row: ((SQLiteRow) throws(Failure) -> Void)? = nil) throws(Failure) {
+    func run(_ sql: String, _ values: [SQLiteValue] = [], row: (SQLiteRow) throws(Failure) -> Void = { _ in }) throws(Failure) {
         let statement = try prepared(sql)
         defer {
             sqlite3_reset(statement)
@@ -71,7 +71,7 @@ final class SQLiteDatabase {
             let code = sqlite3_step(statement)
             switch code {
             case SQLITE_DONE: return
-            case SQLITE_ROW: try row?(SQLiteRow(statement: statement))
+            case SQLITE_ROW: try row(SQLiteRow(statement: statement))
             default: throw failure(code)
             }
         }

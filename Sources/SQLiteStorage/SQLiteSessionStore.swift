@@ -90,6 +90,7 @@ public final class SQLiteSessionStore: SessionStorage {
         try database.execute("""
             PRAGMA synchronous = FULL;
             PRAGMA journal_size_limit = 67108864;
+            PRAGMA cache_size = -16384;
             BEGIN EXCLUSIVE;
             """)
         do {
@@ -117,56 +118,85 @@ public final class SQLiteSessionStore: SessionStorage {
 
     // MARK: - Loading
 
-    public func loadAll() throws(StorageError) -> LoadedSessions {
-        let loaded = database.withLock { database -> Result<LoadedSessions, StorageError> in
-            guard let database else { return .failure(.unavailable("the store is closed")) }
-            do throws(SQLiteDatabase.Failure) {
-                return .success(try Self.load(from: database))
-            } catch {
-                return .failure(error.isDiskProblem ? .unavailable(error.description) : .cannotOpen(error.description))
+    public func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
+        var failed: [String] = []
+        var after = ""
+        while true {
+            let cursor = after
+            let page = database.withLock { database -> Result<Page, StorageError> in
+                guard let database else { return .failure(.unavailable("the store is closed")) }
+                do throws(SQLiteDatabase.Failure) {
+                    return .success(try Self.page(after: cursor, from: database))
+                } catch {
+                    return .failure(error.isDiskProblem ? .unavailable(error.description) : .cannotOpen(error.description))
+                }
             }
+            let loaded = try page.get()
+            failed += loaded.failed
+            for session in loaded.sessions { each(session) }
+            guard let last = loaded.last else { return failed }
+            after = last
         }
-        return try loaded.get()
     }
 
-    private static func load(from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> LoadedSessions {
+    /// Sessions in pages, by id: what one page needs is freed before the next is read.
+    private struct Page: Sendable {
+        var sessions: [StoredSession] = []
+        var failed: [String] = []
+        /// The last id read; `nil` once there are no more.
+        var last: String?
+    }
+
+    private static let pageSize = 512
+
+    private static func page(after cursor: String, from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> Page {
+        var page = Page()
+        var rows: [(SessionRecord, SessionSnapshot)] = []
+        try database.run("""
+            SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
+            FROM sessions WHERE id > ? ORDER BY id LIMIT \(pageSize)
+            """, [.text(cursor)]) { row in
+            let id = row.text(0)
+            page.last = id
+            let tokenHash = row.blob(1)
+            guard tokenHash.count == TokenHash.byteCount else {
+                page.failed.append(id)
+                return
+            }
+            rows.append((SessionRecord(id: id, tokenHash: tokenHash, feature: row.text(2), created: row.real(3)),
+                         SessionSnapshot(version: row.integer(4), lastSequence: row.integer(5), nextSerial: row.integer(6),
+                                         state: row.blob(7), tree: row.blob(8), extras: row.blob(9))))
+        }
+        guard let last = page.last else { return page }
+        let range: [SQLiteValue] = [.text(cursor), .text(last)]
         var transactions: [String: [SessionTransaction]] = [:]
-        try database.run("SELECT session, version, last_sequence, next_serial, patch, extras FROM transactions ORDER BY ordinal") { row in
+        try database.run("""
+            SELECT session, version, last_sequence, next_serial, patch, extras FROM transactions
+            WHERE session > ? AND session <= ? ORDER BY ordinal
+            """, range) { row in
             transactions[row.text(0), default: []].append(SessionTransaction(
                 version: row.integer(1), lastSequence: row.integer(2), nextSerial: row.integer(3),
                 statePatch: row.blob(4), events: [], extras: row.isNull(5) ? nil : row.blob(5)))
         }
         var events: [String: [StoredEvent]] = [:]
-        try database.run("SELECT session, sequence, kind, data FROM events ORDER BY session, sequence") { row in
+        try database.run("""
+            SELECT session, sequence, kind, data FROM events WHERE session > ? AND session <= ? ORDER BY session, sequence
+            """, range) { row in
             events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.blob(3)))
         }
-        var sessions: [StoredSession] = []
-        var failed: [String] = []
-        try database.run("""
-            SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
-            FROM sessions ORDER BY created, id
-            """) { row in
-            let id = row.text(0)
-            let tokenHash = row.blob(1)
-            guard tokenHash.count == TokenHash.byteCount else {
-                failed.append(id)
-                return
-            }
-            let record = SessionRecord(id: id, tokenHash: tokenHash, feature: row.text(2), created: row.real(3))
-            let snapshot = SessionSnapshot(version: row.integer(4), lastSequence: row.integer(5), nextSerial: row.integer(6),
-                                           state: row.blob(7), tree: row.blob(8), extras: row.blob(9))
+        for (record, snapshot) in rows {
             // A transaction's events are the ones after the previous transaction's last one.
-            var replay = transactions[id] ?? []
-            let kept = events[id] ?? []
+            var replay = transactions[record.id] ?? []
+            let kept = events[record.id] ?? []
             var next = kept.firstIndex { $0.sequence > snapshot.lastSequence } ?? kept.endIndex
             for index in replay.indices {
                 let start = next
                 while next < kept.endIndex && kept[next].sequence <= replay[index].lastSequence { next += 1 }
                 replay[index].events = Array(kept[start..<next])
             }
-            sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay, events: kept))
+            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay, events: kept))
         }
-        return LoadedSessions(sessions: sessions, failed: failed)
+        return page
     }
 
     // MARK: - Committing
@@ -278,10 +308,13 @@ public final class SQLiteSessionStore: SessionStorage {
             """, [.text(id), .integer(retention.bytes)])
     }
 
-    /// After deletions the file keeps its pages; once enough are free, some go back to the
-    /// file system, a few at a time so no commit waits long behind it.
+    /// After deletions the file keeps its pages, and new rows reuse them: under steady load
+    /// (events trimmed, events added) that is what should happen. Only when a quarter of the
+    /// file is free, because live data shrank, do pages go back to the file system, a few at a
+    /// time so no commit waits long behind it.
     private func giveBackFreePages(_ database: SQLiteDatabase) {
-        guard let free = try? database.integer("PRAGMA freelist_count"), free >= Self.vacuumThreshold else { return }
+        guard let free = try? database.integer("PRAGMA freelist_count"), free >= Self.vacuumThreshold,
+              let pages = try? database.integer("PRAGMA page_count"), free * 4 >= pages else { return }
         try? database.execute("PRAGMA incremental_vacuum(\(Self.vacuumThreshold))")
     }
 

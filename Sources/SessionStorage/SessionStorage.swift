@@ -6,8 +6,11 @@
 /// were sent, and what a reconnecting client will be sent again) and a patch of the state. Every
 /// so often the server writes a fresh snapshot, and the store drops what came before it.
 public protocol SessionStorage: Sendable {
-    /// Every live session, at start. Records that fail to decode are reported, not fatal.
-    func loadAll() throws(StorageError) -> LoadedSessions
+    /// Hands every live session to `each`, one at a time, at start; returns the ids of records
+    /// that failed to decode (reported, not fatal). One at a time, so what a record needs only
+    /// while it is restored is freed before the next: a restart does not cost more memory than
+    /// the sessions themselves.
+    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String]
 
     /// Makes `writes` durable, in order, in one atomic commit with whatever else is pending
     /// (group commit), then calls `completion` once, on some thread of the store's. A 2xx answer
@@ -19,6 +22,15 @@ public protocol SessionStorage: Sendable {
 
     /// Counters for `/metrics`; cheap enough to call on every scrape.
     func statistics() -> StorageStatistics
+}
+
+extension SessionStorage {
+    /// Every live session at once (tests, tools).
+    public func loadAll() throws(StorageError) -> LoadedSessions {
+        var sessions: [StoredSession] = []
+        let failed = try load { sessions.append($0) }
+        return LoadedSessions(sessions: sessions, failed: failed)
+    }
 }
 
 /// What `loadAll` found.

@@ -18,7 +18,8 @@ import Testing
         let started = ContinuousClock.now
         let outcome = try await gallery.session.perform(target: "root", action: "timedAlertButtonTapped", arguments: nil)
         _ = await gallery.session.waitForEffects(of: outcome, timeout: .milliseconds(200))
-        #expect(ContinuousClock.now - started < .seconds(5))
+        // Far below the effect's 60 s, with room for a busy test machine.
+        #expect(ContinuousClock.now - started < .seconds(30))
         await gallery.session.end(.deleted)
     }
 

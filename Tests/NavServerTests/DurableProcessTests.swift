@@ -10,8 +10,9 @@ import TestSupport
     static let flags = ["--port", "0", "--log-requests", "off", "--fact-base-url", "http://127.0.0.1:9"]
 
     @Test func afterSigtermAndARestartAStreamResumesWithExactlyTheMissedEventsAndNoEnd() async throws {
-        let first = try Running(Self.flags)
-        defer { try? FileManager.default.removeItem(atPath: first.dataDirectory) }
+        let directory = Self.freshDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try Running(Self.flags, dataDirectory: directory)
         try first.waitUntilListening()
         let (id, token) = try await Self.createCounter(port: first.port)
         let stream = try LoopbackClient(port: first.port)
@@ -34,7 +35,7 @@ import TestSupport
         let closing = try await stream.readEventsUntilClosed()
         #expect(!closing.contains { $0.name == "end" }, "a durable session is not over when its process stops")
 
-        let second = try Running(Self.flags, dataDirectory: first.dataDirectory)
+        let second = try Running(Self.flags, dataDirectory: directory)
         defer { second.process.terminate() }
         try second.waitUntilListening()
         let after = try LoopbackClient(port: second.port)
@@ -64,8 +65,9 @@ import TestSupport
     }
 
     @Test func killMinusNineLosesNothingAcknowledged() async throws {
-        let first = try Running(Self.flags)
-        defer { try? FileManager.default.removeItem(atPath: first.dataDirectory) }
+        let directory = Self.freshDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try Running(Self.flags, dataDirectory: directory)
         try first.waitUntilListening()
         var sessions: [(id: String, token: String, count: Int)] = []
         for _ in 0..<4 {
@@ -83,7 +85,7 @@ import TestSupport
         kill(first.process.processIdentifier, SIGKILL)
         #expect(await first.wait(timeout: .seconds(5)))
 
-        let second = try Running(Self.flags, dataDirectory: first.dataDirectory)
+        let second = try Running(Self.flags, dataDirectory: directory)
         defer { second.process.terminate() }
         try second.waitUntilListening()
         let after = try LoopbackClient(port: second.port)
@@ -158,6 +160,10 @@ import TestSupport
         let answer = try await client.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root","action":"incrementButtonTapped"}"#)
         #expect(answer.status == 200)
         #expect(answer.json["version"]?.intValue == version + 1, "the refused change left nothing behind")
+    }
+
+    static func freshDirectory() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("navd-durable-\(UUID().uuidString)").path
     }
 
     static func createCounter(port: Int) async throws -> (String, String) {

@@ -24,15 +24,28 @@ import TestSupport
         /// Where its SQLite store lives: a fresh directory unless a restart names the last one.
         let dataDirectory: String
 
+        /// A directory this process made for itself, removed with it; a restart's is its caller's.
+        private let ownsDataDirectory: Bool
+
         init(_ arguments: [String], environment: [String: String] = [:], dataDirectory: String? = nil) throws {
             guard let navd = ProcessTests.navd else { throw LoopbackClient.Failure(description: "navd binary not built") }
             self.dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("navd-process-\(UUID().uuidString)").path
+            ownsDataDirectory = dataDirectory == nil
             process.executableURL = navd
             process.arguments = arguments
             process.environment = ProcessInfo.processInfo.environment.merging(["NAVD_DATA_DIR": self.dataDirectory]) { $1 }.merging(environment) { $1 }
             process.standardOutput = output
             process.standardError = errors
             try process.run()
+        }
+
+        /// No test leaves a navd behind, whatever it expected.
+        deinit {
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+            if ownsDataDirectory { try? FileManager.default.removeItem(atPath: dataDirectory) }
         }
 
         /// Reads lines until the `listening` one, for the port; returns the lines before it.
