@@ -179,6 +179,49 @@ final class MemoryJournal: SessionJournal {
         #expect(harness.collector.take().joined().map(\.sequence) == [1])
     }
 
+    /// Found by scripts/crash-test.sh: a tab opened while a batch was on its way to disk got a
+    /// snapshot showing it, with its id; a kill then lost the batch and the restarted session
+    /// issued that id again for other events.
+    @Test func aFreshStreamsSnapshotShowsOnlyWhatIsDurable() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        let first = await harness.session.makeDurable(journal: journal)
+        _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil))
+        journal.set(.hold)
+        _ = try await harness.session.perform(target: "root", action: "settingsButtonTapped", arguments: nil)
+
+        let (start, through) = await harness.session.attach(after: nil) { start, through in (start, through) }
+        guard case .snapshot(let snapshot) = start else {
+            Issue.record("a fresh stream starts with a snapshot, not \(start)")
+            return
+        }
+        #expect(snapshot.sequence == 1 && through == 1, "the snapshot's id is the last durable one")
+        #expect(snapshot.data["version"]?.intValue == 1)
+        let durableTree = try #require(snapshot.data["navigation"])
+        #expect(durableTree["state"]?["count"]?.intValue == 1)
+        #expect(durableTree["presentations"]?.arrayValue?.isEmpty == true, "the settings screen is not durable yet")
+
+        // A kill now loses the held batch; the restarted session is what the snapshot showed, and
+        // the ids after it are free, since nobody was shown them.
+        let restored = try harness.catalog.restoreSession(feature: "counter", try journal.restored(from: first),
+                                                          events: journal.entries.flatMap(\.events), journal: MemoryJournal())
+        #expect(await restored.navigation() == durableTree)
+        let next = try await restored.perform(target: "root", action: "decrementButtonTapped", arguments: nil)
+        #expect(next.events.first?.sequence == 2)
+
+        // Without a kill, the subscriber gets the batch once it is durable, after its snapshot.
+        journal.release(success: true)
+        try await settle(harness.session)
+        #expect(harness.collector.take().joined().map(\.sequence) == [1, 2])
+        let (later, _) = await harness.session.attach(after: nil) { start, through in (start, through) }
+        guard case .snapshot(let current) = later else {
+            Issue.record("expected a snapshot")
+            return
+        }
+        let tree = await harness.session.navigation()
+        #expect(current.sequence == 2 && current.data["navigation"] == tree)
+    }
+
     @Test func aFailedWriteRollsTheSessionBackAndRefusesItsRequests() async throws {
         var harness = try await Harness("app", state: json(#"{"path":[{"counter":{}}]}"#))
         let journal = MemoryJournal()

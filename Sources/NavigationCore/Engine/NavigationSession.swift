@@ -138,9 +138,10 @@ public actor NavigationSession {
     /// when there is no id or it is too old or unknown. Nothing is published in between, so a
     /// subscriber registered in `body` misses nothing and gets nothing twice.
     ///
-    /// With a journal, events not yet durable are not published yet: a resume covers what is
-    /// durable, a snapshot covers everything, and `body` gets the last event id its start covers
-    /// so the subscriber skips what it already has when the rest is published.
+    /// With a journal, events not yet durable are not published yet, and neither a resume nor a
+    /// snapshot shows them: a snapshot of batches a crash could still lose would carry an id the
+    /// restarted session issues again for other events. `body` gets the last event id its start
+    /// covers; the batches still being written reach the subscriber once they are durable.
     public func attach<Result: Sendable>(after lastEventID: Int?, _ body: @Sendable (Start, Int) -> Result) -> Result {
         if let endEvent { return body(.ended(endEvent), endEvent.sequence) }
         flush()
@@ -148,7 +149,20 @@ public actor NavigationSession {
         if let lastEventID, let missed = log.events(after: lastEventID, lastIssued: published) {
             return body(.resume(missed), published)
         }
+        if let durable = durableSnapshot() { return body(.snapshot(durable), durable.sequence) }
         return body(.snapshot(snapshot()), lastSequence)
+    }
+
+    /// The snapshot as of the last durable batch, while later ones are still being written; nil
+    /// when everything is durable (then it is the session as it stands).
+    private func durableSnapshot() -> NavigationEvent? {
+        guard let durability, durability.durableSequence < lastSequence else { return nil }
+        // The durable state is kept as the last stored snapshot and the entries since, exactly
+        // what a restart would load; replaying them is what a restart would do.
+        guard let durable = try? durability.snapshot.applying(durability.entriesSinceSnapshot) else { return nil }
+        return NavigationEvent(sequence: durable.lastSequence, kind: .snapshot, data: .object(JSONObject([
+            ("version", .int(durable.version)), ("navigation", durable.navigation),
+        ])))
     }
 
     func snapshot() -> NavigationEvent {
