@@ -378,7 +378,8 @@ public actor NavigationSession {
     }
 
     private func written(success: Bool) {
-        guard var durability else { return }
+        // Taken out while it changes, so its arrays are not copied on every append.
+        guard var durability = durability.take() else { return }
         if success {
             for entry in durability.inFlight {
                 durability.entriesSinceSnapshot.append(entry)
@@ -515,7 +516,7 @@ public actor NavigationSession {
             lastSequence += 1
             return NavigationEvent(sequence: lastSequence, kind: kind, data: data)
         }
-        guard var durability, events.first?.kind != .end else {
+        guard durability != nil, events.first?.kind != .end, var durability = durability.take() else {
             publishDurable(events)
             return events
         }

@@ -12,45 +12,82 @@ public enum JSONPatch {
     /// The operations that turn `old` into `new`; empty when they are equal.
     public static func diff(from old: JSON, to new: JSON) -> JSON {
         var operations: [JSON] = []
-        diff(old, new, pointer: "", into: &operations)
+        var path: [PathComponent] = []
+        diff(old, new, path: &path, into: &operations)
         return .array(operations)
     }
 
-    private static func diff(_ old: JSON, _ new: JSON, pointer: String, into operations: inout [JSON]) {
+    /// A step of the pointer being walked; spelled out only for the operations emitted, since
+    /// most of a state is unchanged.
+    private enum PathComponent {
+        case key(String)
+        case index(Int)
+        case end
+    }
+
+    private static func diff(_ old: JSON, _ new: JSON, path: inout [PathComponent], into operations: inout [JSON]) {
         switch (old, new) {
         case (.object(let before), .object(let after)):
             for pair in before.pairs where after[pair.key] == nil {
-                operations.append(operation("remove", pointer + "/" + escape(pair.key)))
+                path.append(.key(pair.key))
+                operations.append(operation("remove", path))
+                path.removeLast()
             }
             for pair in after.pairs {
-                let path = pointer + "/" + escape(pair.key)
+                path.append(.key(pair.key))
                 if let previous = before[pair.key] {
-                    diff(previous, pair.value, pointer: path, into: &operations)
+                    diff(previous, pair.value, path: &path, into: &operations)
                 } else {
                     operations.append(operation("add", path, pair.value))
                 }
+                path.removeLast()
             }
         case (.array(let before), .array(let after)):
             let common = min(before.count, after.count)
-            for index in 0..<common { diff(before[index], after[index], pointer: pointer + "/\(index)", into: &operations) }
+            for index in 0..<common {
+                path.append(.index(index))
+                diff(before[index], after[index], path: &path, into: &operations)
+                path.removeLast()
+            }
             // Removed from the end backwards, so each index is valid when it is applied.
             for index in stride(from: before.count - 1, through: after.count, by: -1) {
-                operations.append(operation("remove", pointer + "/\(index)"))
+                path.append(.index(index))
+                operations.append(operation("remove", path))
+                path.removeLast()
             }
-            for index in common..<after.count { operations.append(operation("add", pointer + "/-", after[index])) }
+            path.append(.end)
+            for index in common..<after.count { operations.append(operation("add", path, after[index])) }
+            path.removeLast()
         default:
-            if old != new { operations.append(operation("replace", pointer, new)) }
+            if old != new { operations.append(operation("replace", path, new)) }
         }
     }
 
-    private static func operation(_ op: String, _ path: String, _ value: JSON? = nil) -> JSON {
-        var object = JSONObject([("op", .string(op)), ("path", .string(path))])
+    private static func operation(_ op: String, _ path: [PathComponent], _ value: JSON? = nil) -> JSON {
+        var object = JSONObject([("op", .string(op)), ("path", .string(pointer(path)))])
         if let value { object.append("value", value) }
         return .object(object)
     }
 
-    private static func escape(_ key: String) -> String {
-        key.replacingAll("~", with: "~0").replacingAll("/", with: "~1")
+    /// RFC 6901: `~` is written `~0` and `/` is written `~1` within a key.
+    private static func pointer(_ path: [PathComponent]) -> String {
+        var pointer = ""
+        for component in path {
+            pointer += "/"
+            switch component {
+            case .index(let index): pointer += String(index)
+            case .end: pointer += "-"
+            case .key(let key):
+                for character in key.unicodeScalars {
+                    switch character {
+                    case "~": pointer += "~0"
+                    case "/": pointer += "~1"
+                    default: pointer.unicodeScalars.append(character)
+                    }
+                }
+            }
+        }
+        return pointer
     }
 
     /// Applies `patch` to `document`; fails, changing nothing, on any operation that does not fit.
