@@ -137,6 +137,42 @@ final class MemoryJournal: SessionJournal {
         await harness.session.end(.deleted)
     }
 
+    /// A self-dismissing alert up at a crash: its timer is gone with the process, so the restored
+    /// session re-arms it with the time it had left, and a timer already past due fires at once.
+    @Test(arguments: [(0.4, false), (20.0, true)])
+    func aTimedAlertsTimerIsReArmedWithTheTimeItHadLeft(_ elapsed: Double, _ pastDue: Bool) async throws {
+        let now = Mutex(1_000.0)
+        func dependencies(delay: Duration) -> FeatureDependencies {
+            FeatureDependencies(factClient: InstantFacts(), alertDismissDelay: delay, wallClock: { now.withLock { $0 } })
+        }
+        let harness = try await Harness("gallery", dependencies: dependencies(delay: .seconds(10)))
+        let journal = MemoryJournal()
+        let first = await harness.session.makeDurable(journal: journal)
+        _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: "timedAlertButtonTapped", arguments: nil))
+        let crashed = try journal.restored(from: first)
+        #expect(crashed.state["timedAlert"]?["dismissesAt"] == .double(1_010) || crashed.state["timedAlert"]?["dismissesAt"] == .int(1_010))
+
+        // The process is gone for `elapsed` of the alert's 10 s; the new process knows only
+        // what is durable, and a wall clock that moved on.
+        now.withLock { $0 = pastDue ? 1_010 + elapsed : 1_010 - elapsed }
+        let catalog = FeatureSet.catalog(dependencies(delay: .seconds(10)))
+        let restored = try catalog.restoreSession(feature: "gallery", crashed, events: [], journal: MemoryJournal())
+        let settled = try await restored.settleEffects()
+        #expect(settled.events.isEmpty, "the alert stays up: its time is not over yet, or the timer does it")
+        let started = ContinuousClock.now
+        var presented = true
+        while presented && ContinuousClock.now - started < .seconds(5) {
+            try await Task.sleep(for: .milliseconds(20))
+            presented = await restored.navigation()["presentations"]?.arrayValue?.isEmpty == false
+        }
+        #expect(!presented, "the re-armed timer dismissed the alert")
+        // Not the 10 s of a fresh timer: the time it had left (with slack for a busy machine).
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(await restored.describe().state["timedAlert"] == .null)
+        await harness.session.end(.deleted)
+        await restored.end(.deleted)
+    }
+
     /// The write fails before the request even asks whether its change is durable: it must be
     /// refused, not left waiting for an event id that the rollback hands to the next change.
     @Test func aChangeRolledBackBeforeItsRequestWaitsIsRefusedAtOnce() async throws {

@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// What models need from outside: the fact service and the delays a client can wait out.
 ///
 /// Passed to models explicitly when they are made, never read from a global, so tests run
@@ -8,11 +14,16 @@ public struct FeatureDependencies: Sendable {
     public var connectDelay: Duration
     /// How long the gallery's self-dismissing alert stays up.
     public var alertDismissDelay: Duration
+    /// Seconds since 1970: deadlines that must outlive the process (a session is restored
+    /// after a restart) are kept in wall-clock time.
+    public var wallClock: @Sendable () -> Double
 
-    public init(factClient: any FactClient, connectDelay: Duration = .seconds(1), alertDismissDelay: Duration = .seconds(3)) {
+    public init(factClient: any FactClient, connectDelay: Duration = .seconds(1), alertDismissDelay: Duration = .seconds(3),
+                wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
         self.factClient = factClient
         self.connectDelay = connectDelay
         self.alertDismissDelay = alertDismissDelay
+        self.wallClock = wallClock
     }
 }
 

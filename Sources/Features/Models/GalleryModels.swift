@@ -15,9 +15,13 @@ public struct GalleryItem: Identifiable, Equatable, Sendable {
 /// is not its alert.
 public struct TimedAlert: Equatable, Sendable {
     public var id: Int
+    /// When it goes away, in seconds since 1970 (wall-clock time, so the deadline outlives a
+    /// restart); nil for an alert made by a deep link, which only the user dismisses.
+    public var dismissesAt: Double?
 
-    public init(id: Int) {
+    public init(id: Int, dismissesAt: Double? = nil) {
         self.id = id
+        self.dismissesAt = dismissesAt
     }
 }
 
@@ -104,9 +108,28 @@ public final class GalleryModel {
         timedAlertsShown = max(timedAlertsShown, timedAlert?.id ?? 0, 0)
         guard timedAlertsShown < .max else { return }
         timedAlertsShown += 1
-        let alert = TimedAlert(id: timedAlertsShown)
+        let delay = dependencies.alertDismissDelay
+        let alert = TimedAlert(id: timedAlertsShown, dismissesAt: dependencies.wallClock() + Double(delay.components.seconds)
+                               + Double(delay.components.attoseconds) / 1e18)
         timedAlert = alert
-        guard await pause(for: dependencies.alertDismissDelay) else { return }
+        await dismiss(alert, after: delay)
+    }
+
+    /// Whether the alert on screen has a timer (one a restart stopped, to be continued).
+    public var timedAlertIsTimed: Bool { timedAlert?.dismissesAt != nil }
+
+    /// Goes on with the timer of the alert on screen, for the time it has left: none when it is
+    /// past due, never more than the whole delay (whatever a deep link said).
+    public func continueTimedAlert() async {
+        guard let alert = timedAlert, let deadline = alert.dismissesAt else { return }
+        let delay = dependencies.alertDismissDelay
+        let left = max(0, deadline - dependencies.wallClock())
+        let wait = left.isFinite ? min(delay, .milliseconds(Int64(min(left, 1e9) * 1000))) : delay
+        await dismiss(alert, after: wait)
+    }
+
+    private func dismiss(_ alert: TimedAlert, after delay: Duration) async {
+        guard await pause(for: delay) else { return }
         if timedAlert == alert { timedAlert = nil }
     }
 

@@ -16,7 +16,10 @@ extension Screen where Subject == GalleryModel {
         let textEditor = Screen<String>("textEditor", make: { "" }, fields: [
             .value("text", \.self, .string, bindable: true),
         ])
-        let timedAlert = Screen<TimedAlert>("timedAlert", make: { TimedAlert(id: 0) }, fields: [.value("id", \.id, .int)])
+        let timedAlert = Screen<TimedAlert>("timedAlert", make: { TimedAlert(id: 0) }, fields: [
+            .value("id", \.id, .int),
+            .value("dismissesAt", \.dismissesAt, .optional(.double)),
+        ])
 
         let destination = StateCodec<GalleryModel.Destination>.oneOf("Destination", [
             EnumCase("alert", item.codec, embed: { .alert($0) }, extract: \.alert),
@@ -106,7 +109,12 @@ extension Screen where Subject == GalleryModel {
                 .sync("editTextButtonTapped") { $0.editTextButtonTapped() },
                 .task("timedAlertButtonTapped") { await $0.timedAlertButtonTapped() },
             ],
-            presentations: presentations
+            presentations: presentations,
+            // A restart stopped the alert's timer; it goes on with the time the alert had left.
+            settle: { gallery in
+                let model = gallery
+                return model.timedAlertIsTimed ? Effect { await model.continueTimedAlert() } : nil
+            }
         )
     }
 }

@@ -93,7 +93,7 @@ extension Screen where Subject == ConnectToNetworkModel {
                 },
             ],
             // A join cut off by a restart is over: the sheet stays, ready to try again.
-            settle: { $0.isConnecting = false }
+            settle: { $0.isConnecting = false; return nil }
         )
     }
 }

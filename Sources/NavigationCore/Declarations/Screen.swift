@@ -30,7 +30,7 @@ public final class Screen<Subject>: Sendable {
         actions: [Action<Subject>] = [],
         presentations: [PresentationSlot<Subject>] = [],
         stacks: [StackSlot<Subject>] = [],
-        settle: (@Sendable (inout Subject) -> Void)? = nil
+        settle: (@Sendable (inout Subject) -> Effect?)? = nil
     ) {
         self.init(name, make: make) { _ in
             ScreenBody(fields: fields, actions: actions, presentations: presentations, stacks: stacks, settle: settle)
@@ -78,17 +78,19 @@ public struct ScreenBody<Subject>: Sendable {
     public var actions: [Action<Subject>]
     public var presentations: [PresentationSlot<Subject>]
     public var stacks: [StackSlot<Subject>]
-    /// What an effect that was running leaves behind once it is cancelled (a loading flag
-    /// lowered). A session restored after a crash runs it on every feature on screen, because
-    /// the effects it had in flight did not survive the process.
-    public var settle: (@Sendable (inout Subject) -> Void)?
+    /// What a session restored after a restart does about the effects that were running: they
+    /// did not survive the process. It runs on every feature on screen. Work that is over
+    /// leaves its state as a cancellation would (a loading flag lowered, returning nil); work
+    /// that must go on returns the effect that continues it (a timer re-armed with the time
+    /// it had left).
+    public var settle: (@Sendable (inout Subject) -> Effect?)?
 
     public init(
         fields: [Field<Subject>] = [],
         actions: [Action<Subject>] = [],
         presentations: [PresentationSlot<Subject>] = [],
         stacks: [StackSlot<Subject>] = [],
-        settle: (@Sendable (inout Subject) -> Void)? = nil
+        settle: (@Sendable (inout Subject) -> Effect?)? = nil
     ) {
         self.fields = fields
         self.actions = actions

@@ -29,7 +29,7 @@ protocol AnyLiveFeature: AnyObject {
     func derive() -> Derivation?
     func encodeState() -> JSON?
     func perform(_ action: String, arguments: JSON?) throws(NavigationError) -> Effect?
-    func settle()
+    func settle() -> Effect?
     func bind(_ field: String, to value: JSON) throws(NavigationError)
     func dismiss(slot: Int)
     func truncate(stack: Int, keeping count: Int)
@@ -69,9 +69,9 @@ final class LiveFeature<Subject>: AnyLiveFeature {
         access.read().map(screen.encode)
     }
 
-    func settle() {
-        guard let settle = screen.body.settle else { return }
-        access.modify { subject in settle(&subject) }
+    func settle() -> Effect? {
+        guard let settle = screen.body.settle else { return nil }
+        return access.modify { subject in settle(&subject) } ?? nil
     }
 
     func perform(_ name: String, arguments: JSON?) throws(NavigationError) -> Effect? {

@@ -269,10 +269,13 @@ public actor NavigationSession {
     /// After a restore: the effects that were running died with the process, so each feature on
     /// screen settles as if they had been cancelled. Emits (and makes durable) whatever changed.
     public func settleEffects() throws(NavigationError) -> Outcome {
-        try transaction(ifMatch: nil) { reconciler in
-            for feature in reconciler.features { feature.settle() }
+        var continued: [Effect] = []
+        let outcome = try transaction(ifMatch: nil) { reconciler in
+            continued = reconciler.features.compactMap { $0.settle() }
             return nil
         }
+        for effect in continued { _ = start(effect) }
+        return outcome
     }
 
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
