@@ -134,7 +134,11 @@ public final class SQLiteSessionStore: SessionStorage {
             let loaded = try page.get()
             failed += loaded.failed
             for session in loaded.sessions { each(session) }
-            guard let last = loaded.last else { return failed }
+            guard let last = loaded.last else {
+                // The pages read for recovery are not needed again: the sessions live in memory.
+                database.withLock { database in _ = try? database?.execute("PRAGMA shrink_memory") }
+                return failed
+            }
             after = last
         }
     }

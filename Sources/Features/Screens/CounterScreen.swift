@@ -44,7 +44,10 @@ extension Screen where Subject == CounterModel {
                        dismiss: { $0.destination = nil }),
             ],
             // A fetch cut off by a restart is over: no fact, no alert, and no spinner left behind.
-            settle: { $0.factIsLoading = false; return nil }
+            settle: { counter in
+                if counter.factIsLoading { counter.factIsLoading = false }
+                return nil
+            }
         )
     }
 }

@@ -93,7 +93,10 @@ extension Screen where Subject == ConnectToNetworkModel {
                 },
             ],
             // A join cut off by a restart is over: the sheet stays, ready to try again.
-            settle: { $0.isConnecting = false; return nil }
+            settle: { detail in
+                if detail.isConnecting { detail.isConnecting = false }
+                return nil
+            }
         )
     }
 }
