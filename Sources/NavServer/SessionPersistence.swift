@@ -166,15 +166,27 @@ final class SessionPersistence: Sendable {
 }
 
 /// A session's batches, written to the store as its transactions.
-private struct StorageJournal: SessionJournal {
+private final class StorageJournal: SessionJournal {
     let id: String
     let storage: any SessionStorage
     let persistence: SessionPersistence
+    /// The newest generation a write of which failed: its later writes must fail too.
+    private let failedGeneration = Mutex<Int?>(nil)
 
-    func write(_ entries: [JournalEntry], completion: @escaping @Sendable (Bool) -> Void) {
+    init(id: String, storage: any SessionStorage, persistence: SessionPersistence) {
+        self.id = id
+        self.storage = storage
+        self.persistence = persistence
+    }
+
+    func write(_ entries: [JournalEntry], generation: Int, completion: @escaping @Sendable (Bool) -> Void) {
         let persistence = persistence
-        storage.commit(SessionPersistence.writes(entries, of: id)) { result in
+        storage.commit(SessionPersistence.writes(entries, of: id), admissible: { [self] in
+            failedGeneration.withLock { $0 != generation }
+        }, completion: { [self] result in
+            // Recorded on the store's writer, before it asks about any later write.
+            if case .failure = result { failedGeneration.withLock { $0 = max($0 ?? generation, generation) } }
             completion(persistence.noted(result))
-        }
+        })
     }
 }

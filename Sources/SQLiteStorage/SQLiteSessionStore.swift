@@ -32,7 +32,17 @@ public final class SQLiteSessionStore: SessionStorage {
 
     private struct Request {
         let writes: [StoreWrite]
+        let admissible: @Sendable () -> Bool
         let completion: @Sendable (Result<Void, StorageError>) -> Void
+
+        /// Completes it unwritten when what it depends on failed; false then.
+        func admitted() -> Bool {
+            guard admissible() else {
+                completion(.failure(.unavailable("an earlier write of this session failed")))
+                return false
+            }
+            return true
+        }
     }
 
     private struct Pending {
@@ -205,11 +215,12 @@ public final class SQLiteSessionStore: SessionStorage {
 
     // MARK: - Committing
 
-    public func commit(_ writes: [StoreWrite], completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+    public func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
+                       completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
         enum Next { case refuse, wait, drain }
         let next = queue.withLock { pending -> Next in
             guard !pending.closed else { return .refuse }
-            pending.requests.append(Request(writes: writes, completion: completion))
+            pending.requests.append(Request(writes: writes, admissible: admissible, completion: completion))
             guard !pending.draining else { return .wait }
             pending.draining = true
             return .drain
@@ -231,13 +242,16 @@ public final class SQLiteSessionStore: SessionStorage {
                 return batch
             }
             if batch.isEmpty { return }
-            let result = commitTogether(batch)
-            if case .failure = result, batch.count > 1 {
+            let admitted = batch.filter { $0.admitted() }
+            if admitted.isEmpty { continue }
+            let result = commitTogether(admitted)
+            if case .failure = result, admitted.count > 1 {
                 // One request's bad write must not fail its neighbours': on failure, each
-                // request is tried alone (a full disk fails them all again, quickly).
-                for request in batch { request.completion(commitTogether([request])) }
+                // request is tried alone (a full disk fails them all again, quickly). Asked
+                // again, since a failure just before may be one it depends on.
+                for request in admitted where request.admitted() { request.completion(commitTogether([request])) }
             } else {
-                for request in batch { request.completion(result) }
+                for request in admitted { request.completion(result) }
             }
         }
     }

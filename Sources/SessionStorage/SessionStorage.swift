@@ -15,7 +15,12 @@ public protocol SessionStorage: Sendable {
     /// Makes `writes` durable, in order, in one atomic commit with whatever else is pending
     /// (group commit), then calls `completion` once, on some thread of the store's. A 2xx answer
     /// is sent only after a successful completion.
-    func commit(_ writes: [StoreWrite], completion: @escaping @Sendable (Result<Void, StorageError>) -> Void)
+    ///
+    /// `admissible` is asked on the store's writer, in commit order, right before the writes
+    /// would be applied; `false` fails them unwritten. Completions run on that same writer
+    /// before any later commit's `admissible`, so a write can depend on an earlier one.
+    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
+                completion: @escaping @Sendable (Result<Void, StorageError>) -> Void)
 
     /// Waits for every commit already handed over, then releases the engine.
     func close()
@@ -25,6 +30,11 @@ public protocol SessionStorage: Sendable {
 }
 
 extension SessionStorage {
+    /// Writes that depend on no other write.
+    public func commit(_ writes: [StoreWrite], completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        commit(writes, admissible: { true }, completion: completion)
+    }
+
     /// Every live session at once (tests, tools).
     public func loadAll() throws(StorageError) -> LoadedSessions {
         var sessions: [StoredSession] = []

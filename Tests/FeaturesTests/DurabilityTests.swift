@@ -18,7 +18,7 @@ final class MemoryJournal: SessionJournal {
     var entries: [JournalEntry] { state.withLock { $0.entries } }
     func set(_ mode: Mode) { state.withLock { $0.mode = mode } }
 
-    func write(_ entries: [JournalEntry], completion: @escaping @Sendable (Bool) -> Void) {
+    func write(_ entries: [JournalEntry], generation: Int, completion: @escaping @Sendable (Bool) -> Void) {
         let accepted: Bool? = state.withLock { state in
             switch state.mode {
             case .accept: state.entries += entries; return true
@@ -37,6 +37,17 @@ final class MemoryJournal: SessionJournal {
             return state.held
         }
         for (_, completion) in held { completion(success) }
+    }
+
+    var heldCount: Int { state.withLock { $0.held.count } }
+
+    /// Completes one held write, leaving the others held (completions can come in any order).
+    func complete(_ index: Int, success: Bool) {
+        let completion = state.withLock { state in
+            if success { state.entries += state.held[index].0 }
+            return state.held[index].1
+        }
+        completion(success)
     }
 
     /// The session as a restart would find it: the last snapshot and the entries after it.
@@ -256,6 +267,50 @@ final class MemoryJournal: SessionJournal {
         }
         let tree = await harness.session.navigation()
         #expect(current.sequence == 2 && current.data["navigation"] == tree)
+    }
+
+    /// Batches go to the journal as they are made, without waiting for the session's previous
+    /// write; whatever order the journal answers in, they take effect in the order made.
+    @Test func writesArePipelinedAndTakeEffectInTheOrderMade() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        journal.set(.hold)
+        let first = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        let second = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        #expect(journal.heldCount == 2, "the second batch did not wait for the first write")
+
+        journal.complete(1, success: true)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(harness.collector.take().isEmpty, "the second batch is not published before the first is durable")
+        #expect(await harness.session.pendingWrites == 2)
+
+        journal.complete(0, success: true)
+        try await settle(harness.session)
+        #expect(harness.collector.take().joined().map(\.sequence) == [1, 2])
+        #expect(try await harness.session.durable(first).version == 1)
+        #expect(try await harness.session.durable(second).version == 2)
+    }
+
+    /// The journal refuses the later writes of a generation once one fails; the engine rolls back
+    /// only once the failure is the oldest write it waits for, so what is durable stays applied.
+    @Test func aFailedWriteRollsBackEvenIfALaterOneAnsweredFirst() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil))
+        journal.set(.hold)
+        let second = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        let third = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        journal.complete(1, success: false)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(await harness.session.describe().state["count"] == 3, "nothing rolls back while an earlier write is pending")
+        journal.complete(0, success: false)
+        try await settle(harness.session)
+        await #expect(throws: NavigationError.storageUnavailable) { try await harness.session.durable(second) }
+        await #expect(throws: NavigationError.storageUnavailable) { try await harness.session.durable(third) }
+        #expect(await harness.session.describe().state["count"] == 1, "back to what is durable")
+        #expect(harness.collector.take().joined().map(\.sequence) == [1])
     }
 
     @Test func aFailedWriteRollsTheSessionBackAndRefusesItsRequests() async throws {

@@ -124,6 +124,38 @@ import Testing
         #expect(sessions.allSatisfy { $0.transactions.map(\.version) == Array(1...10) })
     }
 
+    /// A session's writes are pipelined, each a patch on the one before: once one fails, a later
+    /// one that depends on it is refused unwritten, in the same batch or a later one, while an
+    /// independent neighbour is still committed.
+    @Test func aWriteWhoseEarlierWriteFailedIsRefusedUnwritten() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("c"), snapshot(version: 0, last: 0))])
+        for round in 1...10 {
+            let failed = Atomic<Bool>(false)
+            let results = Mutex<[String: Bool]>([:])
+            let done = DispatchSemaphore(value: 0)
+            func finish(_ name: String) -> @Sendable (Result<Void, StorageError>) -> Void {
+                { result in
+                    if name == "bad", case .failure = result { failed.store(true, ordering: .relaxed) }
+                    results.withLock { $0[name] = (try? result.get()) != nil }
+                    done.signal()
+                }
+            }
+            // A create of an existing id fails (its primary key); the transaction after it depends on it.
+            store.commit([.create(record("a"), snapshot(version: 0, last: 0))], completion: finish("bad"))
+            store.commit([.transaction(id: "a", transaction(version: round, events: round...round))],
+                         admissible: { !failed.load(ordering: .relaxed) }, completion: finish("dependent"))
+            store.commit([.transaction(id: "c", transaction(version: round, events: round...round))], completion: finish("neighbour"))
+            for _ in 0..<3 { done.wait() }
+            #expect(results.withLock { $0 } == ["bad": false, "dependent": false, "neighbour": true])
+        }
+        store.close()
+        let sessions = try open().loadAll().sessions
+        #expect(sessions.first { $0.record.id == "a" }?.transactions.isEmpty == true, "nothing of the refused writes is on disk")
+        #expect(sessions.first { $0.record.id == "c" }?.transactions.map(\.version) == Array(1...10))
+    }
+
     @Test func aFileThatIsNotNavdsIsRefused() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

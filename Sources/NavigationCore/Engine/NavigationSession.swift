@@ -88,7 +88,7 @@ public actor NavigationSession {
     private var rolledBack: (@Sendable () -> Void)?
 
     /// Batches handed to the journal or waiting for it, not yet durable.
-    var pendingWrites: Int { (durability?.queued.count ?? 0) + (durability?.inFlight.count ?? 0) }
+    var pendingWrites: Int { durability?.inFlight.count ?? 0 }
 
     /// The next number for an id, as a restored session must continue it.
     var serialCounter: Int { reconciler.serialCounter }
@@ -330,7 +330,7 @@ public actor NavigationSession {
         for task in runningEffects.values { task.cancel() }
         runningEffects.removeAll()
         if var durability {
-            for entry in durability.inFlight + durability.queued { publishDurable(entry.events) }
+            for write in durability.inFlight { publishDurable(write.entry.events) }
             durability.finishAll(success: true)
             self.durability = nil
         }
@@ -368,38 +368,45 @@ public actor NavigationSession {
         guard waiter.succeeded.load(ordering: .acquiring) else { throw .storageUnavailable }
     }
 
-    /// Hands what is queued to the journal, unless a write is already under way.
-    private func writeQueued() {
-        guard var durability, durability.inFlight.isEmpty, !durability.queued.isEmpty else { return }
-        durability.inFlight = durability.queued
-        durability.queued = []
-        self.durability = durability
-        durability.journal.write(durability.inFlight) { [weak self] success in
+    /// Hands a batch to the journal at once: it need not wait for the session's previous write,
+    /// so it can share that write's commit or the next one.
+    private func write(_ entry: JournalEntry, into durability: inout Durability) {
+        let number = durability.writesMade
+        durability.writesMade += 1
+        durability.inFlight.append(InFlightWrite(number: number, entry: entry))
+        durability.journal.write([entry], generation: rollbacks) { [weak self] success in
             guard let self else { return }
-            Task { await self.written(success: success) }
+            Task { await self.written(number, success: success) }
         }
     }
 
-    private func written(success: Bool) {
+    /// Completions may arrive in any order; writes take effect in the order they were made.
+    private func written(_ number: Int, success: Bool) {
         // Taken out while it changes, so its arrays are not copied on every append.
         guard var durability = durability.take() else { return }
-        if success {
-            for entry in durability.inFlight {
-                durability.entriesSinceSnapshot.append(entry)
-                if let snapshot = entry.snapshot {
-                    durability.snapshot = snapshot
-                    durability.entriesSinceSnapshot = []
-                }
-                durability.durableSequence = entry.lastSequence
-                publishDurable(entry.events)
-            }
-            durability.inFlight = []
-            durability.wakeWaiters()
+        // A write from before a rollback: it failed with the one that caused it.
+        guard let index = durability.inFlight.firstIndex(where: { $0.number == number }) else {
             self.durability = durability
-            writeQueued()
-        } else {
-            rollBack(durability)
+            return
         }
+        durability.inFlight[index].succeeded = success
+        while let first = durability.inFlight.first, let succeeded = first.succeeded {
+            guard succeeded else {
+                rollBack(durability)
+                return
+            }
+            durability.inFlight.removeFirst()
+            let entry = first.entry
+            durability.entriesSinceSnapshot.append(entry)
+            if let snapshot = entry.snapshot {
+                durability.snapshot = snapshot
+                durability.entriesSinceSnapshot = []
+            }
+            durability.durableSequence = entry.lastSequence
+            publishDurable(entry.events)
+        }
+        durability.wakeWaiters()
+        self.durability = durability
     }
 
     private func publishDurable(_ events: [NavigationEvent]) {
@@ -539,10 +546,9 @@ public actor NavigationSession {
             durability.batchesSinceSnapshot = 0
             durability.eventsSinceSnapshot = 0
         }
-        durability.queued.append(JournalEntry(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
-                                              events: events, statePatch: patch, snapshot: snapshot))
+        write(JournalEntry(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
+                           events: events, statePatch: patch, snapshot: snapshot), into: &durability)
         self.durability = durability
-        writeQueued()
         return events
     }
 }
@@ -590,8 +596,9 @@ private struct Durability {
     /// The state as of the last batch handed over: the base of the next patch.
     var recorded: JSON
     var durableSequence: Int
-    var queued: [JournalEntry] = []
-    var inFlight: [JournalEntry] = []
+    /// Handed to the journal and not yet durable, oldest first.
+    var inFlight: [InFlightWrite] = []
+    var writesMade = 0
     var waiters: [DurabilityWaiter] = []
     var batchesSinceSnapshot = 0
     var eventsSinceSnapshot = 0
@@ -614,9 +621,15 @@ private struct Durability {
     mutating func finishAll(success: Bool) {
         for waiter in waiters { waiter.finish(success: success) }
         waiters = []
-        queued = []
         inFlight = []
     }
+}
+
+/// A batch handed to the journal, and what became of it (nil: not known yet).
+private struct InFlightWrite {
+    let number: Int
+    let entry: JournalEntry
+    var succeeded: Bool?
 }
 
 /// A request waiting for its batch to be durable.

@@ -1,13 +1,18 @@
 /// Where a durable session writes what it did, so that a restart brings it back exactly.
 ///
-/// The engine knows nothing of the storage behind it: it hands over entries, in order, one
-/// call at a time per session, and publishes a batch's events (and answers the request that
-/// caused it) only once the journal says the batch is durable. A failed write rolls the
-/// session back to what is durable.
+/// The engine knows nothing of the storage behind it: it hands over entries as each batch is
+/// made, without waiting for the previous write (so a busy session's batches share commits
+/// with everyone else's instead of queueing behind their own), and publishes a batch's events
+/// (and answers the request that caused it) only once the journal says the batch is durable.
+/// A failed write rolls the session back to what is durable.
 public protocol SessionJournal: Sendable {
-    /// Makes `entries` durable, in order, then calls `completion` once: `true` when all of them
-    /// are, `false` when none is. The next call for the same session comes only after that.
-    func write(_ entries: [JournalEntry], completion: @escaping @Sendable (Bool) -> Void)
+    /// Makes `entries` durable after every earlier write of the session, then calls
+    /// `completion` once: `true` when all of them are, `false` when none is.
+    ///
+    /// Each batch is a patch on the one before, so once a write fails, every later write of
+    /// the same `generation` must fail too, unwritten; the session rolls back and writes on
+    /// with the next generation.
+    func write(_ entries: [JournalEntry], generation: Int, completion: @escaping @Sendable (Bool) -> Void)
 }
 
 /// A session whole at one moment: enough to rebuild it with the same tree, ids and counters.
