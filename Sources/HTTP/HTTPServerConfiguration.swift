@@ -62,6 +62,15 @@ extension HTTPServer {
             self.lingerTimeout = lingerTimeout
         }
 
+        /// Whether `start()` can listen on `host`, as far as its form goes: configuration
+        /// parsers check it up front, so a typo is a usage error rather than a failed start.
+        public static func isListenable(host: String) -> Bool {
+            ListeningSocket.address(host: host, port: 0) != nil
+        }
+
+        /// What `host` must be, for error messages.
+        public static let hostRequirement = "not a numeric IPv4 or IPv6 address (nor localhost)"
+
         /// The number of online cores (at least 1).
         public static var onlineCores: Int {
             max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))

@@ -1,4 +1,5 @@
 import Foundation
+import HTTP
 import NavigationCore
 
 /// Every setting of `navd`: a flag, and for the ones a container sets, an environment variable.
@@ -47,6 +48,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// What `--help` asks for.
     public struct HelpRequested: Error {}
 
+    /// What `--version` asks for.
+    public struct VersionRequested: Error {}
+
     private struct Option: Sendable {
         let flag: String
         let environment: String?
@@ -57,7 +61,9 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     private static let options: [Option] = [
         Option(flag: "--host", environment: "NAVD_HOST", value: "ADDRESS", help: "address to listen on (default 127.0.0.1)") { config, value throws(Invalid) in
-            guard !value.isEmpty else { throw Invalid(description: "--host: must not be empty") }
+            guard HTTPServer.Configuration.isListenable(host: value) else {
+                throw Invalid(description: "--host: \"\(value)\" is \(HTTPServer.Configuration.hostRequirement)")
+            }
             config.host = value
         },
         Option(flag: "--port", environment: "PORT", value: "PORT", help: "TCP port, 0 for any free one (default 8080)") { config, value throws(Invalid) in
@@ -145,6 +151,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             index += 1
             switch argument {
             case "--help", "-h": throw HelpRequested()
+            case "--version": throw VersionRequested()
             case "--check-health": config.checkHealth = true; continue
             default: break
             }
@@ -180,6 +187,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             let environment = (option.environment ?? "").padding(toLength: 22, withPad: " ", startingAt: 0)
             lines.append("\(flag)\(environment)\(option.help)")
         }
+        lines.append("  --version                                         print the version and exit")
         lines.append("  --help                                            this text")
         return lines.joined(separator: "\n")
     }

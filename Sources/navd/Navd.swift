@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import HTTP
 import NavServer
 import SessionStorage
 import Synchronization
@@ -24,6 +25,9 @@ enum Navd {
         } catch is ServerConfiguration.HelpRequested {
             print(ServerConfiguration.help)
             exit(0)
+        } catch is ServerConfiguration.VersionRequested {
+            print("navd \(BuildInfo.version)")
+            exit(0)
         } catch {
             FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
             exit(2)
@@ -45,6 +49,10 @@ enum Navd {
         case .success: break
         case .failure(let error as StorageError):
             FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
+            exit(2)
+        case .failure(let error as HTTPServerError) where error.isUnusableSetting:
+            // Not an address of this machine, or a port it may not take: a setting to fix.
+            FileHandle.standardError.write(Data("navd: --host/--port: \(error)\n".utf8))
             exit(2)
         case .failure(let error):
             FileHandle.standardError.write(Data("navd: cannot listen on \(configuration.host):\(configuration.port): \(error)\n".utf8))
