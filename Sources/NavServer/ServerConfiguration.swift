@@ -17,7 +17,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var sessionLimits = SessionLimits()
     /// Sessions nobody touched (no request, no open stream) for this long are ended.
     public var idleSessionTTL: Duration? = .seconds(3600)
-    public var corsOrigin: String?
+    /// Browser pages allowed to call (`--cors-origin`, `--cors-headers`).
+    public var cors = CORSPolicy()
     public var heartbeatInterval: Duration = .seconds(15)
     public var waitTimeout: Duration = .seconds(10)
     /// `--check-health`: ask a running server's `/healthz` and exit, for container health checks.
@@ -109,11 +110,15 @@ public struct ServerConfiguration: Sendable, Equatable {
             let seconds = try integer(value, "--idle-session-ttl", in: 0...31_536_000)
             config.idleSessionTTL = seconds == 0 ? nil : .seconds(seconds)
         },
-        Option(flag: "--cors-origin", environment: "NAVD_CORS_ORIGIN", value: "ORIGIN", help: "allow browser pages from this origin, or * (default: no CORS)") { config, value throws(Invalid) in
-            guard value == "*" || value.hasPrefix("http://") || value.hasPrefix("https://") else {
-                throw Invalid(description: "--cors-origin: \"\(value)\" is neither * nor an http(s) origin")
+        Option(flag: "--cors-origin", environment: "NAVD_CORS_ORIGIN", value: "ORIGINS", help: "allow browser pages from these comma-separated origins, or * (default: no CORS)") { config, value throws(Invalid) in
+            do { config.cors.origins = try CORSPolicy.parseOrigins(value) } catch {
+                throw Invalid(description: "--cors-origin: \(error)")
             }
-            config.corsOrigin = value
+        },
+        Option(flag: "--cors-headers", environment: "NAVD_CORS_HEADERS", value: "NAMES", help: "more request headers browser pages may send, comma-separated (e.g. traceparent)") { config, value throws(Invalid) in
+            do { config.cors.extraHeaders = try CORSPolicy.parseHeaders(value) } catch {
+                throw Invalid(description: "--cors-headers: \(error)")
+            }
         },
         Option(flag: "--heartbeat-ms", environment: "NAVD_HEARTBEAT_MS", value: "MS", help: "comment line on idle event streams (default 15000)") { config, value throws(Invalid) in
             config.heartbeatInterval = .milliseconds(try integer(value, "--heartbeat-ms", in: 10...15_000))
@@ -168,6 +173,9 @@ public struct ServerConfiguration: Sendable, Equatable {
                 index += 1
             }
             try option.apply(&config, value)
+        }
+        guard config.cors.extraHeaders.isEmpty || config.cors.isEnabled else {
+            throw Invalid(description: "--cors-headers: has no effect without --cors-origin")
         }
         return config
     }

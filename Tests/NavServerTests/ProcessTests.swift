@@ -111,6 +111,11 @@ import TestSupport
             ([], ["NAVD_HOST": "example.com"], "NAVD_HOST"),
             // A well-formed address this machine does not have (TEST-NET-1): unusable as set.
             (["--host", "192.0.2.1", "--port", "0"], [:], "--host"),
+            (["--cors-origin", "https://app.example/app"], [:], "path"),
+            (["--cors-origin", "*,https://app.example"], [:], "--cors-origin"),
+            ([], ["NAVD_CORS_ORIGIN": "https://user@app.example"], "NAVD_CORS_ORIGIN"),
+            (["--cors-origin", "*", "--cors-headers", "trace parent"], [:], "--cors-headers"),
+            (["--cors-headers", "traceparent"], [:], "without --cors-origin"),
         ] {
             let navd = try Running(arguments, environment: environment)
             #expect(await navd.wait(timeout: .seconds(5)))
@@ -149,7 +154,7 @@ import TestSupport
         let help = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         for flag in ["--host", "NAVD_HOST", "--port", "PORT", "--fact-base-url", "FACT_BASE_URL", "--connect-delay-ms",
                      "CONNECT_DELAY_MS", "--max-sessions", "--max-connections", "--event-buffer", "--idle-session-ttl", "--cors-origin",
-                     "--version"] {
+                     "--cors-headers", "NAVD_CORS_HEADERS", "--version"] {
             #expect(help.contains(flag), "\(flag)")
         }
     }
