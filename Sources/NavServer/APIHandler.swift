@@ -54,7 +54,7 @@ final class APIHandler: HTTPHandler {
             answer.send(.json(status: 200, Array(#"{"status":"ok"}"#.utf8)))
         case .readyz:
             if !lifecycle.isReady {
-                answer.fail(APIError(503, "not_ready", lifecycle.isShuttingDown ? "shutting down" : "starting"))
+                answer.fail(APIError(503, "not_ready", lifecycle.isLeaving ? "shutting down" : "starting"))
             } else if !persistence.isAvailable {
                 answer.fail(APIError(503, "storage_unavailable", "the session store refuses writes (disk full or I/O error)"))
             } else {

@@ -21,6 +21,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var cors = CORSPolicy()
     public var heartbeatInterval: Duration = .seconds(15)
     public var waitTimeout: Duration = .seconds(10)
+    /// After SIGTERM, how long `/readyz` answers 503 while everything is still served, so load
+    /// balancers stop sending work before the drain.
+    public var shutdownGrace: Duration = .zero
     /// `--check-health`: ask a running server's `/healthz` and exit, for container health checks.
     public var checkHealth = false
     public var logRequests = true
@@ -122,6 +125,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--heartbeat-ms", environment: "NAVD_HEARTBEAT_MS", value: "MS", help: "comment line on idle event streams (default 15000)") { config, value throws(Invalid) in
             config.heartbeatInterval = .milliseconds(try integer(value, "--heartbeat-ms", in: 10...15_000))
+        },
+        Option(flag: "--shutdown-grace", environment: "NAVD_SHUTDOWN_GRACE", value: "SECONDS", help: "after SIGTERM, serve on this long with /readyz 503, then drain (default 0)") { config, value throws(Invalid) in
+            config.shutdownGrace = .seconds(try integer(value, "--shutdown-grace", in: 0...3600))
         },
         Option(flag: "--store", environment: "NAVD_STORE", value: "sqlite|memory", help: "where sessions live between restarts (default sqlite)") { config, value throws(Invalid) in
             guard let kind = StoreKind(rawValue: value) else { throw Invalid(description: "--store: \"\(value)\" is neither sqlite nor memory") }

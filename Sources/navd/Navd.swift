@@ -6,16 +6,10 @@ import SessionStorage
 import Synchronization
 
 /// `navd`: parse the configuration, serve until SIGTERM or SIGINT, then shut down gracefully.
-///
-/// The signal handlers are `@Sendable` closures on purpose: `main` runs on the main actor, and a
-/// closure inheriting that isolation would trap when a dispatch queue runs it.
 @main
 enum Navd {
-    /// Kept for the life of the process: `dispatchMain()` never returns, so a local would be
-    /// released early by the optimizer and the signals would go unanswered.
-    nonisolated(unsafe) private static var signalSources: [any DispatchSourceSignal] = []
-
     static func main() {
+        Termination.holdSignals()
         let configuration: ServerConfiguration
         do {
             configuration = try ServerConfiguration.parse(
@@ -58,25 +52,12 @@ enum Navd {
             FileHandle.standardError.write(Data("navd: cannot listen on \(configuration.host):\(configuration.port): \(error)\n".utf8))
             exit(1)
         }
-        say(#"{"event":"listening","host":"\#(configuration.host)","port":\#(server.port)}"#)
-
-        // Signals arrive on a queue, not in a handler: the shutdown is ordinary code.
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        signal(SIGPIPE, SIG_IGN)
-        signalSources = [SIGTERM, SIGINT].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { @Sendable in
-                Task {
-                    await server.shutdown(grace: .seconds(4))
-                    say(#"{"event":"stopped"}"#)
-                    exit(0)
-                }
-            }
-            source.resume()
-            return source
+        let termination = Termination(server: server, grace: configuration.shutdownGrace) {
+            say(#"{"event":"stopped"}"#)
         }
-        dispatchMain()
+        say(#"{"event":"listening","host":"\#(configuration.host)","port":\#(server.port)}"#)
+        // The main thread waits for the signals: the shutdown is ordinary code.
+        termination.waitForSignals()
     }
 
     /// Runs `work` to its end from the main thread, which is not one of the cooperative pool's.
