@@ -35,7 +35,7 @@ let package = Package(
         .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
         // Loopback stubs shared by the test targets; never part of a product.
         .target(name: "TestSupport", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
-        .executableTarget(name: "navd", dependencies: ["NavServer", "SessionStorage"], swiftSettings: swiftSettings),
+        .executableTarget(name: "navd", dependencies: ["NavServer", "HTTP", "SessionStorage"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),

@@ -5,6 +5,12 @@ extension EventLoop {
     func close(_ connection: Connection, reason: EventStreamCloseReason) {
         guard !connection.isClosed else { return }
         connection.isClosed = true
+        if reason == .tooSlow {
+            // Reset rather than a FIN queued behind bytes the client will not read: the kernel
+            // frees them at once instead of keeping an orphaned socket for minutes.
+            var reset = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(connection.fd, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
+        }
         // Closing the descriptor also removes it from the epoll set.
         Glibc.close(connection.fd)
         let index = Int(connection.fd)
@@ -57,9 +63,14 @@ extension EventLoop {
             if elapsed > settings.lingerTimeout { close(connection, reason: .clientClosed) }
             return
         }
-        if connection.stream != nil {
+        if let stream = connection.stream {
             if connection.streamCloseStart != 0 && now - connection.streamCloseStart > settings.streamCloseTimeout {
                 close(connection, reason: .closedByServer)
+            } else if connection.streamBlocked || !connection.output.isEmpty,
+                      now - connection.lastWriteProgress > settings.streamStallTimeout,
+                      stream.queuedByteCount > settings.streamBufferLimit {
+                // Only a first message can put a stream over its limit; it is not being read.
+                close(connection, reason: .tooSlow)
             }
             return
         }

@@ -65,6 +65,8 @@ extension EventLoop {
                     status: 200, headers: headers, contentLength: nil, connection: .keepAlive,
                     isEventStream: true, to: &writeBuffer)
                 connection.stream = stream
+                var sendBuffer = settings.streamSendBuffer
+                setsockopt(connection.fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
                 connection.acceptsRequests = false
                 connection.phase = .discard
                 connection.pending = []

@@ -45,7 +45,8 @@ public final class EventStream: Sendable {
             guard state.endReason == nil, state.requestedClose == nil else { return .closed }
             guard !bytes.isEmpty else { return .queued }
             // The limit bounds the backlog: a single large message to a stream that keeps up
-            // (an empty queue) always goes out.
+            // (an empty queue) is queued whole, but the loop closes the stream if its client
+            // does not read it (`streamStallTimeout`), so it is never held for long.
             guard state.queue.count == 0 || bytes.count <= bufferLimit - state.queue.count else {
                 state.requestedClose = .tooSlow
                 state.queue.removeAll()

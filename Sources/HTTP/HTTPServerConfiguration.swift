@@ -23,6 +23,15 @@ extension HTTPServer {
         public var idleTimeout: Duration
         /// An event stream with more unsent bytes than this is closed as `.tooSlow`.
         public var streamBufferLimit: Int
+        /// A first message larger than `streamBufferLimit` (a big snapshot) is still sent, but
+        /// only to a client that reads it: a stream over its limit whose socket takes nothing
+        /// for this long is closed as `.tooSlow`, and what it held is freed.
+        public var streamStallTimeout: Duration
+        /// The kernel send buffer of a connection once it carries an event stream (SO_SNDBUF;
+        /// Linux reserves twice this). Left alone, Linux grows it to 4 MiB for a client that
+        /// does not read, outside `streamBufferLimit`; fixed, a stream's bytes wait in its queue,
+        /// where the limit applies.
+        public var streamSendBuffer: Int
         public var listenBacklog: Int
         /// How long `EventStream.close()` may spend flushing queued bytes.
         public var streamCloseTimeout: Duration
@@ -42,6 +51,8 @@ extension HTTPServer {
             bodyTimeout: Duration = .seconds(30),
             idleTimeout: Duration = .seconds(60),
             streamBufferLimit: Int = 1 << 20,
+            streamStallTimeout: Duration = .seconds(5),
+            streamSendBuffer: Int = 64 * 1024,
             listenBacklog: Int = 4096,
             streamCloseTimeout: Duration = .seconds(2),
             lingerTimeout: Duration = .seconds(2)
@@ -57,10 +68,21 @@ extension HTTPServer {
             self.bodyTimeout = bodyTimeout
             self.idleTimeout = idleTimeout
             self.streamBufferLimit = streamBufferLimit
+            self.streamStallTimeout = streamStallTimeout
+            self.streamSendBuffer = streamSendBuffer
             self.listenBacklog = listenBacklog
             self.streamCloseTimeout = streamCloseTimeout
             self.lingerTimeout = lingerTimeout
         }
+
+        /// Whether `start()` can listen on `host`, as far as its form goes: configuration
+        /// parsers check it up front, so a typo is a usage error rather than a failed start.
+        public static func isListenable(host: String) -> Bool {
+            ListeningSocket.address(host: host, port: 0) != nil
+        }
+
+        /// What `host` must be, for error messages.
+        public static let hostRequirement = "not a numeric IPv4 or IPv6 address (nor localhost)"
 
         /// The number of online cores (at least 1).
         public static var onlineCores: Int {
@@ -80,6 +102,8 @@ struct LoopSettings: Sendable {
     let streamCloseTimeout: Int64
     let lingerTimeout: Int64
     let streamBufferLimit: Int
+    let streamStallTimeout: Int64
+    let streamSendBuffer: Int32
     let maxConnections: Int?
     /// How often timeouts are checked: a quarter of the shortest, between 5 ms and 250 ms.
     let sweepInterval: Int64
@@ -101,8 +125,10 @@ struct LoopSettings: Sendable {
         streamCloseTimeout = MonotonicClock.nanoseconds(configuration.streamCloseTimeout)
         lingerTimeout = MonotonicClock.nanoseconds(configuration.lingerTimeout)
         streamBufferLimit = max(1, configuration.streamBufferLimit)
+        streamStallTimeout = MonotonicClock.nanoseconds(configuration.streamStallTimeout)
+        streamSendBuffer = Int32(clamping: max(4096, configuration.streamSendBuffer))
         maxConnections = configuration.maxConnections
-        let shortest = [headerTimeout, bodyTimeout, idleTimeout, streamCloseTimeout, lingerTimeout].min() ?? 0
+        let shortest = [headerTimeout, bodyTimeout, idleTimeout, streamCloseTimeout, lingerTimeout, streamStallTimeout].min() ?? 0
         sweepInterval = min(250_000_000, max(5_000_000, shortest / 4))
     }
 }

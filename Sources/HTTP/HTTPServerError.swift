@@ -6,6 +6,14 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     /// The `errno` behind the failure, if a system call failed.
     public let code: Int32?
 
+    /// The address or port cannot be used on this machine whatever happens (not one of its
+    /// addresses, a privileged port): a setting to change, not a moment to wait out. An
+    /// address in use is not one of these, since its holder may be on its way out.
+    public var isUnusableSetting: Bool {
+        guard let code else { return false }
+        return code == EADDRNOTAVAIL || code == EACCES || code == EAFNOSUPPORT
+    }
+
     init(_ description: String, code: Int32? = nil) {
         self.description = description
         self.code = code

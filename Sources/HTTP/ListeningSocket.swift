@@ -5,33 +5,10 @@ enum ListeningSocket {
     /// Binds and listens; returns the descriptor and the port actually bound.
     static func open(host: String, port: Int, backlog: Int) throws(HTTPServerError) -> (fd: Int32, port: Int) {
         guard (0...65535).contains(port) else { throw HTTPServerError("invalid port \(port)") }
-        let numericHost = host == "localhost" ? "127.0.0.1" : host
-        var storage = sockaddr_storage()
-        let length: socklen_t
-        var ipv4 = in_addr()
-        var ipv6 = in6_addr()
-        if inet_pton(AF_INET, numericHost, &ipv4) == 1 {
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port).bigEndian
-            address.sin_addr = ipv4
-            withUnsafeBytes(of: &address) { source in
-                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
-            }
-            length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        } else if inet_pton(AF_INET6, numericHost, &ipv6) == 1 {
-            var address = sockaddr_in6()
-            address.sin6_family = sa_family_t(AF_INET6)
-            address.sin6_port = UInt16(port).bigEndian
-            address.sin6_addr = ipv6
-            withUnsafeBytes(of: &address) { source in
-                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
-            }
-            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-        } else {
-            throw HTTPServerError("cannot listen on \"\(host)\": not a numeric IPv4 or IPv6 address")
+        guard let (address, length) = address(host: host, port: port) else {
+            throw HTTPServerError("cannot listen on \"\(host)\": \(HTTPServer.Configuration.hostRequirement)")
         }
-
+        var storage = address
         let fd = socket(Int32(storage.ss_family), Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HTTPServerError.system("socket", errno) }
         var one: Int32 = 1
@@ -59,5 +36,34 @@ enum ListeningSocket {
             UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: 2, as: UInt16.self))
         }
         return (fd, Int(actualPort))
+    }
+
+    /// The socket address for a numeric IPv4 or IPv6 address, or "localhost"; nil for anything else.
+    static func address(host: String, port: Int) -> (sockaddr_storage, socklen_t)? {
+        let numericHost = host == "localhost" ? "127.0.0.1" : host
+        var storage = sockaddr_storage()
+        var ipv4 = in_addr()
+        var ipv6 = in6_addr()
+        if inet_pton(AF_INET, numericHost, &ipv4) == 1 {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(truncatingIfNeeded: port).bigEndian
+            address.sin_addr = ipv4
+            withUnsafeBytes(of: &address) { source in
+                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
+            }
+            return (storage, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+        if inet_pton(AF_INET6, numericHost, &ipv6) == 1 {
+            var address = sockaddr_in6()
+            address.sin6_family = sa_family_t(AF_INET6)
+            address.sin6_port = UInt16(truncatingIfNeeded: port).bigEndian
+            address.sin6_addr = ipv6
+            withUnsafeBytes(of: &address) { source in
+                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
+            }
+            return (storage, socklen_t(MemoryLayout<sockaddr_in6>.size))
+        }
+        return nil
     }
 }

@@ -34,7 +34,7 @@ final class APIHandler: HTTPHandler {
             return answer.fail(APIError(404, "not_found", "no such endpoint: \(request.path)"))
         }
         if request.method == "OPTIONS" {
-            return answer.send(preflight(route))
+            return answer.send(preflight(route, origin: request.headers["Origin"]))
         }
         let method = request.method == "HEAD" ? "GET" : request.method
         guard route.methods.contains(method) else {
@@ -54,7 +54,7 @@ final class APIHandler: HTTPHandler {
             answer.send(.json(status: 200, Array(#"{"status":"ok"}"#.utf8)))
         case .readyz:
             if !lifecycle.isReady {
-                answer.fail(APIError(503, "not_ready", lifecycle.isShuttingDown ? "shutting down" : "starting"))
+                answer.fail(APIError(503, "not_ready", lifecycle.isLeaving ? "shutting down" : "starting"))
             } else if !persistence.isAvailable {
                 answer.fail(APIError(503, "storage_unavailable", "the session store refuses writes (disk full or I/O error)"))
             } else {
@@ -301,7 +301,7 @@ final class APIHandler: HTTPHandler {
         var headers: HTTPHeaders = ["Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"]
         // HEAD describes the stream without opening one, so the connection stays usable.
         if request.method == "HEAD" { return answer.send(HTTPResponse(status: 200, headers: headers)) }
-        for (name, value) in corsHeaders() { headers.set(name, value) }
+        for (name, value) in configuration.cors.responseHeaders(origin: request.headers["Origin"]) { headers.set(name, value) }
         let stream = answer.startStream(headers: headers)
         metrics.streamOpened()
         let events = hosted.events
@@ -336,19 +336,11 @@ final class APIHandler: HTTPHandler {
         (route.methods + ["OPTIONS"]).joined(separator: ", ")
     }
 
-    func corsHeaders() -> [(String, String)] {
-        guard let origin = configuration.corsOrigin else { return [] }
-        var headers = [("Access-Control-Allow-Origin", origin), ("Access-Control-Expose-Headers", "Location, ETag")]
-        if origin != "*" { headers.append(("Vary", "Origin")) }
-        return headers
-    }
-
-    private func preflight(_ route: Route) -> HTTPResponse {
+    /// The CORS headers (when the page's origin is allowed) come on top, as on every answer.
+    private func preflight(_ route: Route, origin: String?) -> HTTPResponse {
         var response = HTTPResponse(status: 204, headers: ["Allow": allowed(route)])
-        if configuration.corsOrigin != nil {
-            response.headers.set("Access-Control-Allow-Methods", allowed(route))
-            response.headers.set("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, Last-Event-ID")
-            response.headers.set("Access-Control-Max-Age", "600")
+        for (name, value) in configuration.cors.preflightHeaders(origin: origin, methods: allowed(route)) {
+            response.headers.set(name, value)
         }
         return response
     }

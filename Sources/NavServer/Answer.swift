@@ -6,6 +6,8 @@ struct Answer: Sendable {
     private let method: String
     private let path: String
     private let query: [(name: String, value: String)]
+    /// The page's origin (`Origin`), which decides the CORS headers.
+    private let origin: String?
     private let responder: HTTPResponder
     private let route: Route?
     private let started: ContinuousClock.Instant
@@ -15,6 +17,7 @@ struct Answer: Sendable {
         self.method = request.method
         self.path = request.path
         self.query = request.query
+        self.origin = request.headers["Origin"]
         self.responder = responder
         self.route = route
         self.started = started
@@ -23,7 +26,7 @@ struct Answer: Sendable {
 
     func send(_ response: HTTPResponse) {
         var response = response
-        for (name, value) in handler.corsHeaders() { response.headers.set(name, value) }
+        for (name, value) in handler.configuration.cors.responseHeaders(origin: origin) { response.headers.set(name, value) }
         account(response.status)
         responder.respond(response)
     }

@@ -93,30 +93,64 @@ public final class NavigationServer: Sendable {
         }
     }
 
-    /// SIGTERM: stop accepting, let in-flight requests finish, and return within `grace`.
-    /// Durable sessions are not over: their streams close without `end`, and clients resume on
-    /// the next process. Sessions kept in memory end with `end` (`shutdown`).
-    public func shutdown(grace: Duration = .seconds(4)) async {
-        let deadline = ContinuousClock.now + grace
+    /// The first part of a graceful shutdown with a grace period: `/readyz` answers 503 so load
+    /// balancers take the server out of rotation, while requests and streams are still served.
+    public func leaveRotation() {
+        handler.lifecycle.markLeaving()
+    }
+
+    /// Stops accepting, lets in-flight requests finish and returns by `deadline`, whatever the
+    /// load. Durable sessions are not over: their streams close without `end`, and clients
+    /// resume on the next process. Sessions kept in memory end with `end` (`shutdown`).
+    ///
+    /// It blocks the calling thread, which must not be one of the cooperative pool's: that pool
+    /// may be busy for a long time with work the requests already queued, and nothing here
+    /// waits for it longer than its share of the time.
+    public func drain(until deadline: ContinuousClock.Instant) {
         handler.lifecycle.markShuttingDown()
         http.beginShutdown()
         let durable = handler.persistence.isDurable
-        for hosted in handler.store.all {
-            if durable { await hosted.navigation.suspend() } else { await hosted.navigation.end(.shutdown) }
-            hosted.events.closeAll()
+        let sessions = handler.store.all
+        // Each session settles on its own executor, behind the requests queued there: all at
+        // once, and only for so long. A session that is late gets its streams closed without
+        // `end`, which a client treats like any lost connection.
+        let settled = DispatchSemaphore(value: 0)
+        Task(priority: .high) {
+            await withTaskGroup(of: Void.self) { group in
+                for hosted in sessions {
+                    group.addTask {
+                        if durable { await hosted.navigation.suspend() } else { await hosted.navigation.end(.shutdown) }
+                        hosted.events.closeAll()
+                    }
+                }
+            }
+            settled.signal()
         }
-        // finishShutdown blocks while connections drain: not on the cooperative pool, whose few
-        // threads the in-flight requests need to finish.
-        let http = http
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            Thread {
-                http.finishShutdown(deadline: deadline)
-                done.resume()
-            }.start()
-        }
+        _ = settled.wait(timeout: Self.dispatchTime(min(deadline, .now + Self.settleTime)))
+        for hosted in sessions { hosted.events.closeAll() }
+        http.finishShutdown(deadline: deadline)
         for task in housekeeping.withLock({ $0 }) { task.cancel() }
         handler.persistence.storage?.close()
         handler.log.flush()
+    }
+
+    /// `drain(until:)` from async code (tests, embedders), on a thread of its own.
+    public func shutdown(within time: Duration = .seconds(4)) async {
+        let deadline = ContinuousClock.now + time
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread {
+                self.drain(until: deadline)
+                done.resume()
+            }.start()
+        }
+    }
+
+    /// How long the sessions get to settle at shutdown before their streams are closed anyway.
+    static let settleTime: Duration = .seconds(1)
+
+    private static func dispatchTime(_ instant: ContinuousClock.Instant) -> DispatchTime {
+        let (seconds, attoseconds) = max(.zero, instant - .now).components
+        return .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 
     /// Heartbeats on every stream, idle sessions ended, the request log written out.

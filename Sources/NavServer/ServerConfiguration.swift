@@ -1,4 +1,5 @@
 import Foundation
+import HTTP
 import NavigationCore
 
 /// Every setting of `navd`: a flag, and for the ones a container sets, an environment variable.
@@ -16,9 +17,13 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var sessionLimits = SessionLimits()
     /// Sessions nobody touched (no request, no open stream) for this long are ended.
     public var idleSessionTTL: Duration? = .seconds(3600)
-    public var corsOrigin: String?
+    /// Browser pages allowed to call (`--cors-origin`, `--cors-headers`).
+    public var cors = CORSPolicy()
     public var heartbeatInterval: Duration = .seconds(15)
     public var waitTimeout: Duration = .seconds(10)
+    /// After SIGTERM, how long `/readyz` answers 503 while everything is still served, so load
+    /// balancers stop sending work before the drain.
+    public var shutdownGrace: Duration = .zero
     /// `--check-health`: ask a running server's `/healthz` and exit, for container health checks.
     public var checkHealth = false
     public var logRequests = true
@@ -47,6 +52,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// What `--help` asks for.
     public struct HelpRequested: Error {}
 
+    /// What `--version` asks for.
+    public struct VersionRequested: Error {}
+
     private struct Option: Sendable {
         let flag: String
         let environment: String?
@@ -57,7 +65,9 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     private static let options: [Option] = [
         Option(flag: "--host", environment: "NAVD_HOST", value: "ADDRESS", help: "address to listen on (default 127.0.0.1)") { config, value throws(Invalid) in
-            guard !value.isEmpty else { throw Invalid(description: "--host: must not be empty") }
+            guard HTTPServer.Configuration.isListenable(host: value) else {
+                throw Invalid(description: "--host: \"\(value)\" is \(HTTPServer.Configuration.hostRequirement)")
+            }
             config.host = value
         },
         Option(flag: "--port", environment: "PORT", value: "PORT", help: "TCP port, 0 for any free one (default 8080)") { config, value throws(Invalid) in
@@ -103,14 +113,21 @@ public struct ServerConfiguration: Sendable, Equatable {
             let seconds = try integer(value, "--idle-session-ttl", in: 0...31_536_000)
             config.idleSessionTTL = seconds == 0 ? nil : .seconds(seconds)
         },
-        Option(flag: "--cors-origin", environment: "NAVD_CORS_ORIGIN", value: "ORIGIN", help: "allow browser pages from this origin, or * (default: no CORS)") { config, value throws(Invalid) in
-            guard value == "*" || value.hasPrefix("http://") || value.hasPrefix("https://") else {
-                throw Invalid(description: "--cors-origin: \"\(value)\" is neither * nor an http(s) origin")
+        Option(flag: "--cors-origin", environment: "NAVD_CORS_ORIGIN", value: "ORIGINS", help: "allow browser pages from these comma-separated origins, or * (default: no CORS)") { config, value throws(Invalid) in
+            do { config.cors.origins = try CORSPolicy.parseOrigins(value) } catch {
+                throw Invalid(description: "--cors-origin: \(error)")
             }
-            config.corsOrigin = value
+        },
+        Option(flag: "--cors-headers", environment: "NAVD_CORS_HEADERS", value: "NAMES", help: "more request headers browser pages may send, comma-separated (e.g. traceparent)") { config, value throws(Invalid) in
+            do { config.cors.extraHeaders = try CORSPolicy.parseHeaders(value) } catch {
+                throw Invalid(description: "--cors-headers: \(error)")
+            }
         },
         Option(flag: "--heartbeat-ms", environment: "NAVD_HEARTBEAT_MS", value: "MS", help: "comment line on idle event streams (default 15000)") { config, value throws(Invalid) in
             config.heartbeatInterval = .milliseconds(try integer(value, "--heartbeat-ms", in: 10...15_000))
+        },
+        Option(flag: "--shutdown-grace", environment: "NAVD_SHUTDOWN_GRACE", value: "SECONDS", help: "after SIGTERM, serve on this long with /readyz 503, then drain (default 0)") { config, value throws(Invalid) in
+            config.shutdownGrace = .seconds(try integer(value, "--shutdown-grace", in: 0...3600))
         },
         Option(flag: "--store", environment: "NAVD_STORE", value: "sqlite|memory", help: "where sessions live between restarts (default sqlite)") { config, value throws(Invalid) in
             guard let kind = StoreKind(rawValue: value) else { throw Invalid(description: "--store: \"\(value)\" is neither sqlite nor memory") }
@@ -145,6 +162,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             index += 1
             switch argument {
             case "--help", "-h": throw HelpRequested()
+            case "--version": throw VersionRequested()
             case "--check-health": config.checkHealth = true; continue
             default: break
             }
@@ -161,6 +179,9 @@ public struct ServerConfiguration: Sendable, Equatable {
                 index += 1
             }
             try option.apply(&config, value)
+        }
+        guard config.cors.extraHeaders.isEmpty || config.cors.isEnabled else {
+            throw Invalid(description: "--cors-headers: has no effect without --cors-origin")
         }
         return config
     }
@@ -180,6 +201,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             let environment = (option.environment ?? "").padding(toLength: 22, withPad: " ", startingAt: 0)
             lines.append("\(flag)\(environment)\(option.help)")
         }
+        lines.append("  --version                                         print the version and exit")
         lines.append("  --help                                            this text")
         return lines.joined(separator: "\n")
     }

@@ -37,9 +37,14 @@ public final class LoopbackClient: @unchecked Sendable {
     /// Comment lines (heartbeats) skipped by `readEvents`.
     public private(set) var commentsSeen = 0
 
-    public init(port: Int, timeoutSeconds: Int = 10) throws {
+    /// - Parameter receiveBuffer: a small kernel receive buffer (set before connecting, so the
+    ///   window is small from the start) makes a client that does not read fill up fast.
+    public init(port: Int, timeoutSeconds: Int = 10, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: \(errno)") }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))

@@ -1,20 +1,15 @@
 import Dispatch
 import Foundation
+import HTTP
 import NavServer
 import SessionStorage
 import Synchronization
 
 /// `navd`: parse the configuration, serve until SIGTERM or SIGINT, then shut down gracefully.
-///
-/// The signal handlers are `@Sendable` closures on purpose: `main` runs on the main actor, and a
-/// closure inheriting that isolation would trap when a dispatch queue runs it.
 @main
 enum Navd {
-    /// Kept for the life of the process: `dispatchMain()` never returns, so a local would be
-    /// released early by the optimizer and the signals would go unanswered.
-    nonisolated(unsafe) private static var signalSources: [any DispatchSourceSignal] = []
-
     static func main() {
+        Termination.holdSignals()
         let configuration: ServerConfiguration
         do {
             configuration = try ServerConfiguration.parse(
@@ -23,6 +18,9 @@ enum Navd {
             )
         } catch is ServerConfiguration.HelpRequested {
             print(ServerConfiguration.help)
+            exit(0)
+        } catch is ServerConfiguration.VersionRequested {
+            print("navd \(BuildInfo.version)")
             exit(0)
         } catch {
             FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
@@ -46,29 +44,20 @@ enum Navd {
         case .failure(let error as StorageError):
             FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
             exit(2)
+        case .failure(let error as HTTPServerError) where error.isUnusableSetting:
+            // Not an address of this machine, or a port it may not take: a setting to fix.
+            FileHandle.standardError.write(Data("navd: --host/--port: \(error)\n".utf8))
+            exit(2)
         case .failure(let error):
             FileHandle.standardError.write(Data("navd: cannot listen on \(configuration.host):\(configuration.port): \(error)\n".utf8))
             exit(1)
         }
-        say(#"{"event":"listening","host":"\#(configuration.host)","port":\#(server.port)}"#)
-
-        // Signals arrive on a queue, not in a handler: the shutdown is ordinary code.
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
-        signal(SIGPIPE, SIG_IGN)
-        signalSources = [SIGTERM, SIGINT].map { number in
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { @Sendable in
-                Task {
-                    await server.shutdown(grace: .seconds(4))
-                    say(#"{"event":"stopped"}"#)
-                    exit(0)
-                }
-            }
-            source.resume()
-            return source
+        let termination = Termination(server: server, grace: configuration.shutdownGrace) {
+            say(#"{"event":"stopped"}"#)
         }
-        dispatchMain()
+        say(#"{"event":"listening","host":"\#(configuration.host)","port":\#(server.port)}"#)
+        // The main thread waits for the signals: the shutdown is ordinary code.
+        termination.waitForSignals()
     }
 
     /// Runs `work` to its end from the main thread, which is not one of the cooperative pool's.

@@ -73,6 +73,63 @@ import Testing
         }
     }
 
+    /// The snapshot case: a first message beyond the limit is queued whole, but held only while
+    /// the client reads it.
+    @Test func oneMessageLargerThanTheLimitIsDroppedWithTheStreamWhenTheClientDoesNotRead() throws {
+        try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .milliseconds(300) }) { server, handler in
+            let client = try TestClient(port: server.port)
+            client.setReceiveBuffer(4096)
+            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(TestHandler.eventually { handler.streams.withLock { !$0.isEmpty } })
+            let stream = try #require(handler.streams.withLock { $0.first })
+            let large = [UInt8](repeating: UInt8(ascii: "s"), count: 4 << 20)
+            #expect(stream.send(large))
+            // Nothing else is sent (no heartbeat, no event) that could trip the limit instead.
+            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
+            #expect(stream.queuedByteCount == 0)
+            #expect(TestHandler.eventually { server.openConnectionCount == 0 })
+        }
+    }
+
+    /// Linux would grow the socket's send buffer to 4 MiB for a client that does not read, and
+    /// those bytes would escape the limit; a stream's socket keeps a small fixed one.
+    @Test func anUnreadStreamsBytesWaitInItsQueueWhereTheLimitApplies() throws {
+        try withServer({ $0.streamBufferLimit = 2 << 20; $0.streamSendBuffer = 64 * 1024 }) { server, handler in
+            let client = try TestClient(port: server.port)
+            client.setReceiveBuffer(4096)
+            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(TestHandler.eventually { handler.streams.withLock { !$0.isEmpty } })
+            let stream = try #require(handler.streams.withLock { $0.first })
+            #expect(stream.send([UInt8](repeating: UInt8(ascii: "q"), count: 1_500_000)))
+            usleep(300_000)
+            // The kernel took no more than its fixed buffer (Linux reserves twice the setting).
+            #expect(stream.queuedByteCount > 1_500_000 - 256 * 1024, "\(stream.queuedByteCount) bytes still queued")
+            #expect(stream.isOpen)
+        }
+    }
+
+    @Test func aSlowReaderOfALargeFirstMessageKeepsItsStream() throws {
+        try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .seconds(1) }) { server, handler in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = try client.read(until: "\r\n\r\n")
+            let stream = try #require(handler.streams.withLock { $0.first })
+            let large = [UInt8](repeating: UInt8(ascii: "s"), count: 4 << 20)
+            #expect(stream.send(large))
+            // Reading in steps takes longer than the stall timeout in all, but the socket never
+            // stands still that long, and the stream survives.
+            var received = 0
+            let start = ContinuousClock.now
+            while received < large.count {
+                received += try client.read(count: min(64 * 1024, large.count - received)).count
+                usleep(30_000)
+            }
+            #expect(ContinuousClock.now - start > .seconds(1))
+            #expect(stream.isOpen)
+            #expect(handler.closeReasons.withLock { $0 }.isEmpty)
+        }
+    }
+
     @Test func closeFlushesQueuedEventsThenCloses() throws {
         try withServer { server, handler in
             let client = try TestClient(port: server.port)

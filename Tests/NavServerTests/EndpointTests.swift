@@ -216,7 +216,7 @@ import TestSupport
     }
 
     @Test func corsPreflightAndHeaders() async throws {
-        let server = try await TestServer { $0.corsOrigin = "https://app.example" }
+        let server = try await TestServer { $0.cors.origins = .only(["https://app.example"]) }
         let (id, token) = try await server.session("counter")
         let client = try server.client()
         let preflight = try await client.request("OPTIONS", "/sessions/\(id)/actions", headers: [
@@ -227,7 +227,9 @@ import TestSupport
         #expect(preflight.header("access-control-allow-origin") == "https://app.example")
         #expect(preflight.header("access-control-allow-methods")?.contains("POST") == true)
         #expect(preflight.header("access-control-allow-headers")?.contains("Authorization") == true)
-        let acted = try await client.act(id, token: token, "incrementButtonTapped")
+        let acted = try await client.request("POST", "/sessions/\(id)/actions", token: token,
+                                             json: #"{"action":"incrementButtonTapped"}"#, headers: [("Origin", "https://app.example")])
+        #expect(acted.status == 200)
         #expect(acted.header("access-control-allow-origin") == "https://app.example")
         let stream = try server.client()
         try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)", headers: [("Origin", "https://app.example")]))

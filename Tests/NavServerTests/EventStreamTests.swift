@@ -132,4 +132,37 @@ import TestSupport
         #expect(stream.commentsSeen >= 2)
         await server.stop()
     }
+
+    /// A snapshot larger than the stream's 1 MiB output limit reaches a client that reads it,
+    /// and is not held for one that does not: that stream is closed (after 5 s without progress)
+    /// and its memory freed, although no heartbeat or event came to trip the limit.
+    @Test func aSnapshotBeyondTheOutputLimitIsHeldOnlyForAClientThatReadsIt() async throws {
+        let server = try await TestServer()
+        let fact = String(repeating: "f", count: 60_000)
+        let counter = #"{"counter":{"destination":{"fact":{"value":"\#(fact)"}}}}"#
+        let path = [String](repeating: counter, count: 15).joined(separator: ",")
+        let (id, token) = try await server.session("app", state: #"{"path":[\#(path)]}"#)
+        let client = try server.client()
+        for _ in 0..<10 {
+            let pushed = try await client.request("POST", "/sessions/\(id)/features/root/push", token: token, json: #"{"value":\#(counter)}"#)
+            #expect(pushed.status == 200)
+        }
+
+        let reader = try await subscribe(server, id, token)
+        let snapshot = try #require(try await reader.readEvents { $0.name == "snapshot" }.first)
+        #expect(snapshot.data["navigation"]?["stacks"]?[0]?["elements"]?.arrayValue?.count == 25)
+
+        let idle = try LoopbackClient(port: server.port, timeoutSeconds: 5, receiveBuffer: 4096)
+        try await idle.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")]))
+        try await Task.sleep(for: .seconds(6))
+        // Closed by now: what it gets is a part of the snapshot, then the end of the connection.
+        #expect(await idle.readUntilClosed())
+        #expect(!String(decoding: idle.unread, as: UTF8.self).contains("\n\n\n"))
+
+        // The reading stream is unaffected and still live.
+        _ = try await client.act(id, token: token, "counterButtonTapped")
+        let pushed = try await reader.readEvents { $0.name == "push" }
+        #expect(pushed.last?.name == "push")
+        await server.stop()
+    }
 }

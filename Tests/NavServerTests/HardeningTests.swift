@@ -22,7 +22,7 @@ import TestSupport
                                + LoopbackClient.format("POST", "/sessions/\(id)/actions", headers: headers,
                                                        body: Array(#"{"action":"incrementButtonTapped"}"#.utf8)))
         try await Task.sleep(for: .milliseconds(200))
-        let stopping = Task { await server.server.shutdown(grace: .seconds(3)) }
+        let stopping = Task { await server.server.shutdown(within: .seconds(3)) }
         let first = try await waiting.readResponse()
         #expect(first.status == 200)
         let kinds = first.json["events"]?.arrayValue?.compactMap { $0["event"]?.stringValue } ?? []

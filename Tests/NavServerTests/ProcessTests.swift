@@ -1,5 +1,6 @@
 import Foundation
 import NavigationCore
+import NavServer
 import Testing
 import TestSupport
 
@@ -105,6 +106,16 @@ import TestSupport
             (["--bogus"], [:], "unknown option"),
             ([], ["PORT": "eighty"], "PORT"),
             (["--max-sessions"], [:], "needs a value"),
+            // Not an address at all: refused while parsing, never a failed start (exit 1).
+            (["--host", "999.1.1.1"], [:], "--host"),
+            ([], ["NAVD_HOST": "example.com"], "NAVD_HOST"),
+            // A well-formed address this machine does not have (TEST-NET-1): unusable as set.
+            (["--host", "192.0.2.1", "--port", "0"], [:], "--host"),
+            (["--cors-origin", "https://app.example/app"], [:], "path"),
+            (["--cors-origin", "*,https://app.example"], [:], "--cors-origin"),
+            ([], ["NAVD_CORS_ORIGIN": "https://user@app.example"], "NAVD_CORS_ORIGIN"),
+            (["--cors-origin", "*", "--cors-headers", "trace parent"], [:], "--cors-headers"),
+            (["--cors-headers", "traceparent"], [:], "without --cors-origin"),
         ] {
             let navd = try Running(arguments, environment: environment)
             #expect(await navd.wait(timeout: .seconds(5)))
@@ -114,13 +125,36 @@ import TestSupport
         }
     }
 
+    @Test func versionPrintsTheVersionAndExitsZero() async throws {
+        let navd = try Running(["--version"])
+        #expect(await navd.wait(timeout: .seconds(5)))
+        #expect(navd.process.terminationStatus == 0)
+        let printed = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(printed == "navd \(BuildInfo.version)\n")
+        #expect(BuildInfo.version.split(separator: ".").count == 3)
+    }
+
+    @Test func anAddressInUseIsNotABadSetting() async throws {
+        let first = try Running(["--port", "0", "--store", "memory", "--log-requests", "off"])
+        try first.waitUntilListening()
+        let second = try Running(["--port", String(first.port), "--store", "memory"])
+        #expect(await second.wait(timeout: .seconds(5)))
+        // The holder may be on its way out (a restart): worth retrying, so not the usage code 2.
+        #expect(second.process.terminationStatus == 1)
+        let message = String(decoding: second.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("in use"), "\(message)")
+        first.process.terminate()
+        _ = await first.wait(timeout: .seconds(5))
+    }
+
     @Test func helpListsEverySetting() async throws {
         let navd = try Running(["--help"])
         #expect(await navd.wait(timeout: .seconds(5)))
         #expect(navd.process.terminationStatus == 0)
         let help = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         for flag in ["--host", "NAVD_HOST", "--port", "PORT", "--fact-base-url", "FACT_BASE_URL", "--connect-delay-ms",
-                     "CONNECT_DELAY_MS", "--max-sessions", "--max-connections", "--event-buffer", "--idle-session-ttl", "--cors-origin"] {
+                     "CONNECT_DELAY_MS", "--max-sessions", "--max-connections", "--event-buffer", "--idle-session-ttl", "--cors-origin",
+                     "--cors-headers", "NAVD_CORS_HEADERS", "--version"] {
             #expect(help.contains(flag), "\(flag)")
         }
     }

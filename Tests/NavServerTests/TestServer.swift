@@ -36,7 +36,7 @@ final class TestServer: Sendable {
     }
 
     func stop() async {
-        await server.shutdown(grace: .seconds(1))
+        await server.shutdown(within: .seconds(1))
         facts.stop()
     }
 }

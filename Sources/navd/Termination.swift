@@ -1,0 +1,89 @@
+import Dispatch
+import Foundation
+import NavServer
+import Synchronization
+
+/// What SIGTERM and SIGINT do: leave rotation for the grace period (a second signal cuts it
+/// short), then drain and exit, within `drainTime` of the drain's start whatever the load.
+///
+/// All of it runs on threads of its own, never on the cooperative pool: requests may have
+/// queued seconds of work there, and a shutdown waiting its turn behind them is what made
+/// SIGTERM under load take half a minute. Should anything still hang (a disk that does not
+/// answer), a watchdog ends the process at `hardLimit`, with exit code 1.
+final class Termination: Sendable {
+    /// In-flight requests get this long to finish once the drain begins.
+    static let drainTime: Duration = .milliseconds(3500)
+    /// Past this, counted from the start of the drain, the process exits regardless.
+    static let hardLimit: Duration = .milliseconds(4500)
+
+    private let server: NavigationServer
+    private let grace: Duration
+    private let stopped: @Sendable () -> Void
+    private let signalsSeen = Atomic<Int>(0)
+    /// Signalled by every signal after the first: the grace period ends at once.
+    private let hurry = DispatchSemaphore(value: 0)
+
+    /// - Parameter stopped: says the server stopped, just before the process exits 0.
+    init(server: NavigationServer, grace: Duration, stopped: @escaping @Sendable () -> Void) {
+        self.server = server
+        self.grace = grace
+        self.stopped = stopped
+    }
+
+    /// Blocks SIGTERM and SIGINT in the calling thread and every thread started after it. Call
+    /// it first thing in `main`: a signal that comes while the server starts then waits for
+    /// `start()` instead of killing the process or being lost.
+    static func holdSignals() {
+        var set = handled
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Takes the held signals for the rest of the process; never returns. It runs on the main
+    /// thread in place of `dispatchMain()`, which would wait with every signal unblocked and
+    /// let SIGTERM kill the process outright.
+    func waitForSignals() -> Never {
+        var set = Self.handled
+        var number: Int32 = 0
+        while true {
+            if sigwait(&set, &number) == 0 { received() }
+        }
+    }
+
+    private static var handled: sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        return set
+    }
+
+    private func received() {
+        if signalsSeen.add(1, ordering: .relaxed).newValue == 1 {
+            Thread { self.run() }.start()
+        } else {
+            hurry.signal()
+        }
+    }
+
+    private func run() {
+        if grace > .zero {
+            server.leaveRotation()
+            _ = hurry.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(grace)))
+        }
+        let drainStart = ContinuousClock.now
+        Thread {
+            Thread.sleep(forTimeInterval: Double(Self.nanoseconds(Self.hardLimit)) / 1e9)
+            FileHandle.standardError.write(Data("navd: shutdown did not finish in time; exiting anyway\n".utf8))
+            _exit(1)
+        }.start()
+        server.drain(until: drainStart + Self.drainTime)
+        stopped()
+        exit(0)
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+    }
+}
