@@ -50,7 +50,7 @@ enum Navd {
             FileHandle.standardError.write(Data("navd: cannot listen on \(configuration.host):\(configuration.port): \(error)\n".utf8))
             exit(1)
         }
-        say(#"{"event":"listening","host":"\#(configuration.host)","port":\#(server.port)}"#)
+        server.logListening()
 
         // Signals arrive on a queue, not in a handler: the shutdown is ordinary code.
         signal(SIGTERM, SIG_IGN)
@@ -61,7 +61,7 @@ enum Navd {
             source.setEventHandler { @Sendable in
                 Task {
                     await server.shutdown(grace: .seconds(4))
-                    say(#"{"event":"stopped"}"#)
+                    server.logStopped()
                     exit(0)
                 }
             }
@@ -81,9 +81,5 @@ enum Navd {
         }
         done.wait()
         return outcome.withLock { $0 }
-    }
-
-    private static func say(_ line: String) {
-        try? FileHandle.standardOutput.write(contentsOf: Data(line.utf8 + [0x0A]))
     }
 }
