@@ -108,7 +108,7 @@ public final class Metrics: Sendable {
             }
         }
         family("navd_build_info", "gauge", "navd's version, as a label; always 1.")
-        out += "navd_build_info{version=\"\(NavdVersion.current)\"} 1\n"
+        out += "navd_build_info{version=\"\(BuildInfo.version)\"} 1\n"
         family("navd_http_requests_total", "counter", "HTTP requests answered, by route, method and status code.")
         for (series, value) in counters.requests.sorted(by: { $0.key < $1.key }) {
             out += "navd_http_requests_total{\(labels(series))} \(value)\n"

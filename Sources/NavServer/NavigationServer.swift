@@ -67,7 +67,7 @@ public final class NavigationServer: Sendable {
 
     /// The `listening` log line, with the address and port (the one port 0 picked).
     public func logListening() {
-        handler.log.note(.info, "listening", [("version", .string(NavdVersion.current)),
+        handler.log.note(.info, "listening", [("version", .string(BuildInfo.version)),
                                               ("host", .string(configuration.host)), ("port", .int(port))])
     }
 

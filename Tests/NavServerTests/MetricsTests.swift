@@ -93,7 +93,7 @@ import TestSupport
             #"navd_http_requests_total{route="events",method="GET",code="200"} 1"#,
             #"navd_http_request_duration_seconds_count{route="actions",method="POST",code="200"} 1"#,
             #"navd_http_wait_request_duration_seconds_count{route="actions",method="POST",code="200"} 1"#,
-            "navd_build_info{version=\"\(NavdVersion.current)\"} 1",
+            "navd_build_info{version=\"\(BuildInfo.version)\"} 1",
         ] {
             #expect(text.contains(line + "\n"), "missing: \(line)")
         }

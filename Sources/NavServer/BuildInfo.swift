@@ -1,0 +1,5 @@
+/// What this build of navd is. The one place the version is written: `navd --version` and
+/// anything else that reports the build read it from here.
+public enum BuildInfo {
+    public static let version = "1.0.0"
+}
