@@ -89,7 +89,7 @@ closed_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0
 navd_pid=$!
 port=
 for _ in $(seq 100); do
-    port=$(sed -n 's/^{"event":"listening".*"port":\([0-9]*\)}$/\1/p' "$work/navd.log" | head -n 1)
+    port=$(sed -n 's/^{.*"event":"listening".*"port":\([0-9]*\).*}$/\1/p' "$work/navd.log" | head -n 1)
     [[ -n $port ]] && break
     kill -0 "$navd_pid" 2>/dev/null || { echo "FAIL: navd exited" >&2; exit 1; }
     sleep 0.1

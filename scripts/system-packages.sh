@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages navd builds against when any is missing: the system libraries
 # reached through system-library targets (SQLite for the session store, OpenSSL's libcrypto
-# for token hashes, libcurl for FoundationNetworking). Called by scripts/serve.sh and
-# scripts/test.sh; a no-op when everything is there.
+# for token hashes, libcurl for FoundationNetworking). With --test, also what the test command
+# uses (prometheus, for promtool). Called by scripts/serve.sh and scripts/test.sh (--test); a
+# no-op when everything is there.
 set -euo pipefail
 packages=(libsqlite3-dev libssl-dev libcurl4-openssl-dev pkg-config)
+if [[ ${1:-} == --test ]]; then packages+=(prometheus); fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

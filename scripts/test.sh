@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Runs every test: the Swift suites (unit, model-level, property and end-to-end over loopback,
 # built with warnings as errors), the process tests again against the release binary,
-# schemathesis against a live navd with openapi.yaml, and a kill -9 crash test of the store. Nothing reaches the internet: the fact
+# schemathesis against a live navd with openapi.yaml, promtool on a live navd's /metrics, and a
+# kill -9 crash test of the store. Nothing reaches the internet: the fact
 # service is a loopback stub or a closed port. Ends with one line: "tests: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
-scripts/system-packages.sh
+scripts/system-packages.sh --test
 swift test --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
 # What people deploy is the release build: its signals and shutdown are tested too.
 swift build -c release --product navd -Xswiftc -warnings-as-errors
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" \
   swift test --skip-build --disable-xctest -Xswiftc -warnings-as-errors --filter ProcessTests 2>&1 | tee -a "$log"
 scripts/schemathesis.sh .build/debug/navd
+scripts/check-metrics.sh .build/debug/navd
 # kill -9 in the middle of traffic, 20 times, against the release binary (about 30 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 20
 

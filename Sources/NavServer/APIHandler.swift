@@ -217,6 +217,8 @@ final class APIHandler: HTTPHandler {
         default:
             throw APIError(404, "not_found", "no such endpoint")
         }
+        // A request that waits is measured apart: its latency is mostly its effects'.
+        let answer = wait == nil ? answer : answer.waiting()
         Task {
             do throws(NavigationError) {
                 var outcome = try await session.durable(try await change(session))
@@ -303,29 +305,36 @@ final class APIHandler: HTTPHandler {
         if request.method == "HEAD" { return answer.send(HTTPResponse(status: 200, headers: headers)) }
         for (name, value) in configuration.cors.responseHeaders(origin: request.headers["Origin"]) { headers.set(name, value) }
         let stream = answer.startStream(headers: headers)
+        let opened = ContinuousClock.now
+        let tally = StreamTally()
         metrics.streamOpened()
-        let events = hosted.events
-        let metrics = metrics
+        let (events, metrics, log, lifecycle) = (hosted.events, metrics, log, lifecycle)
         stream.onClose { reason in
             events.remove(stream)
             metrics.streamClosed()
             if reason == .tooSlow { metrics.subscriberDropped() }
             hosted.touch()
+            guard log.logsRequests else { return }
+            log.streamClosed(.init(requestID: answer.requestID, remote: answer.remoteAddress, session: hosted.id,
+                                   reason: tally.reason(reason, shuttingDown: lifecycle.isShuttingDown),
+                                   seconds: (ContinuousClock.now - opened).inSeconds, events: tally.events, bytes: tally.bytes))
         }
         Task {
             await hosted.navigation.attach(after: lastEventID) { start, through in
                 var first = ServerSentEvents.preamble
                 switch start {
-                case .resume(let missed): first += ServerSentEvents.frames(missed)
-                case .snapshot(let snapshot): ServerSentEvents.append(snapshot, to: &first)
+                case .resume(let missed):
+                    first += ServerSentEvents.frames(missed)
+                    events.add(stream, first: first, events: missed.count, through: through, tally: tally)
+                case .snapshot(let snapshot):
+                    ServerSentEvents.append(snapshot, to: &first)
+                    events.add(stream, first: first, events: 1, through: through, tally: tally)
                 case .ended(let end):
                     // Deleted while this request was on its way: say so, and close.
                     ServerSentEvents.append(end, to: &first)
-                    stream.send(first)
+                    if stream.send(first) { tally.sent(events: 1, bytes: first.count, end: true) }
                     stream.close()
-                    return
                 }
-                events.add(stream, first: first, through: through)
             }
         }
     }

@@ -23,7 +23,7 @@ public struct CORSPolicy: Sendable, Equatable {
     public var extraHeaders: [String] = []
 
     /// What the API itself reads from a request.
-    static let baseHeaders = ["Authorization", "Content-Type", "If-Match", "Last-Event-ID"]
+    static let baseHeaders = ["Authorization", "Content-Type", "If-Match", "Last-Event-ID", "X-Request-ID"]
 
     public init(origins: Origins = .none, extraHeaders: [String] = []) {
         self.origins = origins
@@ -40,11 +40,11 @@ public struct CORSPolicy: Sendable, Equatable {
         case .none:
             return []
         case .any:
-            return [("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", "Location, ETag")]
+            return [("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", "Location, ETag, X-Request-ID")]
         case .only(let allowed):
             // The answer depends on the Origin header, whether it matched or not: caches must know.
             guard let origin, allowed.contains(origin) else { return [("Vary", "Origin")] }
-            return [("Access-Control-Allow-Origin", origin), ("Access-Control-Expose-Headers", "Location, ETag"),
+            return [("Access-Control-Allow-Origin", origin), ("Access-Control-Expose-Headers", "Location, ETag, X-Request-ID"),
                     ("Vary", "Origin")]
         }
     }

@@ -1,46 +1,71 @@
 import Synchronization
 
-/// Counters and a latency histogram, exposed in the Prometheus text format (version 0.0.4).
+/// Counters and latency histograms, exposed in the Prometheus text format (version 0.0.4).
+///
+/// Requests carry `route` (a path template, so ids never become labels), `method` and `code`
+/// (the status). Requests with `?wait=true` are counted with every other request but timed in a
+/// histogram of their own, `navd_http_wait_request_duration_seconds`: their latency is mostly
+/// the effect they wait for (a fetch, a timer), seconds rather than milliseconds, and mixed in it
+/// would hide the latency of everything else. Its buckets reach the 60 s a wait may last.
 public final class Metrics: Sendable {
-    /// Requests are counted in fixed slots (route × status class), so counting one allocates
-    /// nothing; routes are `Route`'s cases, plus one for paths the API does not have.
-    private struct Counters {
-        var requests: [Int]
-        var durationBuckets: [Int]
-        var durationSum: [Double]
-        var durationCount: [Int]
-        var events: [String: Int] = [:]
-        var factFetches: [String: Int] = [:]
-        var droppedSubscribers = 0
+    /// One series of request metrics. Every part is an index into a fixed list, so labels stay
+    /// bounded whatever clients send, and counting a known series allocates nothing.
+    private struct Series: Hashable, Comparable {
+        var route: UInt8
+        var method: UInt8
+        var code: UInt16
 
-        init() {
-            requests = Array(repeating: 0, count: Metrics.routes.count * 5)
-            durationBuckets = Array(repeating: 0, count: Metrics.routes.count * Metrics.buckets.count)
-            durationSum = Array(repeating: 0, count: Metrics.routes.count)
-            durationCount = Array(repeating: 0, count: Metrics.routes.count)
+        static func < (a: Series, b: Series) -> Bool {
+            (a.route, a.method, a.code) < (b.route, b.method, b.code)
         }
     }
 
+    private struct Histogram {
+        var buckets: [Int]
+        var sum = 0.0
+        var count = 0
+
+        init(bounds: Int) { buckets = Array(repeating: 0, count: bounds) }
+
+        mutating func observe(_ seconds: Double, bounds: [Double]) {
+            // Stored per bucket; the exposition adds them up.
+            if let index = bounds.firstIndex(where: { seconds <= $0 }) { buckets[index] += 1 }
+            sum += seconds
+            count += 1
+        }
+    }
+
+    private struct Counters {
+        var requests: [Series: Int] = [:]
+        var durations: [Series: Histogram] = [:]
+        var waitDurations: [Series: Histogram] = [:]
+        var events: [String: Int] = [:]
+        var factFetches: [String: Int] = [:]
+        var droppedSubscribers = 0
+    }
+
     static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    static let waitBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
     static let routes: [String] = Route.allCases.map(\.rawValue) + ["unknown"]
-    private static let statusClasses = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+    /// Any other method a client sends is counted as `other`.
+    static let methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "other"]
 
     private let counters = Mutex(Counters())
     private let openStreams = Atomic<Int>(0)
 
     public init() {}
 
-    func requestFinished(route: Route?, status: Int, seconds: Double) {
+    func requestFinished(route: Route?, method: String, status: Int, seconds: Double, waited: Bool = false) {
         let routeIndex = route.flatMap { Route.allCases.firstIndex(of: $0) } ?? Self.routes.count - 1
-        let classIndex = min(max(status / 100, 1), 5) - 1
-        let firstBucket = Self.buckets.firstIndex { seconds <= $0 } ?? Self.buckets.count
+        let methodIndex = Self.methods.firstIndex(of: method) ?? Self.methods.count - 1
+        let series = Series(route: UInt8(routeIndex), method: UInt8(methodIndex), code: UInt16(min(max(status, 100), 599)))
         counters.withLock { counters in
-            counters.requests[routeIndex * 5 + classIndex] += 1
-            for bucket in firstBucket..<Self.buckets.count {
-                counters.durationBuckets[routeIndex * Self.buckets.count + bucket] += 1
+            counters.requests[series, default: 0] += 1
+            if waited {
+                counters.waitDurations[series, default: Histogram(bounds: Self.waitBuckets.count)].observe(seconds, bounds: Self.waitBuckets)
+            } else {
+                counters.durations[series, default: Histogram(bounds: Self.buckets.count)].observe(seconds, bounds: Self.buckets)
             }
-            counters.durationSum[routeIndex] += seconds
-            counters.durationCount[routeIndex] += 1
         }
     }
 
@@ -66,24 +91,34 @@ public final class Metrics: Sendable {
         func family(_ name: String, _ type: String, _ help: String) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
         }
-        family("navd_http_requests_total", "counter", "HTTP requests answered, by route and status class.")
-        for (routeIndex, route) in Self.routes.enumerated() {
-            for (classIndex, statusClass) in Self.statusClasses.enumerated() {
-                let value = counters.requests[routeIndex * 5 + classIndex]
-                if value > 0 { out += "navd_http_requests_total{route=\"\(route)\",status=\"\(statusClass)\"} \(value)\n" }
+        func labels(_ series: Series) -> String {
+            #"route="\#(Self.routes[Int(series.route)])",method="\#(Self.methods[Int(series.method)])",code="\#(series.code)""#
+        }
+        func histogram(_ name: String, _ histograms: [Series: Histogram], bounds: [Double]) {
+            for (series, histogram) in histograms.sorted(by: { $0.key < $1.key }) {
+                let labels = labels(series)
+                var cumulative = 0
+                for (index, bound) in bounds.enumerated() {
+                    cumulative += histogram.buckets[index]
+                    out += "\(name)_bucket{\(labels),le=\"\(bound)\"} \(cumulative)\n"
+                }
+                out += "\(name)_bucket{\(labels),le=\"+Inf\"} \(histogram.count)\n"
+                out += "\(name)_sum{\(labels)} \(histogram.sum)\n"
+                out += "\(name)_count{\(labels)} \(histogram.count)\n"
             }
         }
-        family("navd_http_request_duration_seconds", "histogram", "Time from a complete request to its response, by route.")
-        for (routeIndex, route) in Self.routes.enumerated() where counters.durationCount[routeIndex] > 0 {
-            for (index, bound) in Self.buckets.enumerated() {
-                let value = counters.durationBuckets[routeIndex * Self.buckets.count + index]
-                out += "navd_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"\(bound)\"} \(value)\n"
-            }
-            let count = counters.durationCount[routeIndex]
-            out += "navd_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"+Inf\"} \(count)\n"
-            out += "navd_http_request_duration_seconds_sum{route=\"\(route)\"} \(counters.durationSum[routeIndex])\n"
-            out += "navd_http_request_duration_seconds_count{route=\"\(route)\"} \(count)\n"
+        family("navd_build_info", "gauge", "navd's version, as a label; always 1.")
+        out += "navd_build_info{version=\"\(BuildInfo.version)\"} 1\n"
+        family("navd_http_requests_total", "counter", "HTTP requests answered, by route, method and status code.")
+        for (series, value) in counters.requests.sorted(by: { $0.key < $1.key }) {
+            out += "navd_http_requests_total{\(labels(series))} \(value)\n"
         }
+        family("navd_http_request_duration_seconds", "histogram",
+               "Time from a complete request to its response (event streams: to their headers), without ?wait=true requests.")
+        histogram("navd_http_request_duration_seconds", counters.durations, bounds: Self.buckets)
+        family("navd_http_wait_request_duration_seconds", "histogram",
+               "Time from a complete ?wait=true request to its response, the effects it waits for included.")
+        histogram("navd_http_wait_request_duration_seconds", counters.waitDurations, bounds: Self.waitBuckets)
         family("navd_sessions_open", "gauge", "Sessions currently hosted.")
         out += "navd_sessions_open \(sessionsOpen)\n"
         family("navd_event_streams_open", "gauge", "Event-stream connections currently open.")
@@ -98,6 +133,7 @@ public final class Metrics: Sendable {
         for (outcome, value) in counters.factFetches.sorted(by: { $0.key < $1.key }) {
             out += "navd_fact_fetches_total{outcome=\"\(outcome)\"} \(value)\n"
         }
+        out += ProcessMetrics.render()
         return out
     }
 }

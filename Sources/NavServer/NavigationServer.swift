@@ -15,7 +15,12 @@ public final class NavigationServer: Sendable {
 
     /// - Parameter storage: where sessions are kept between processes; `nil` keeps them in
     ///   memory only, and a shutdown ends them.
-    public init(configuration: ServerConfiguration, storage: (any SessionStorage)? = nil) {
+    public convenience init(configuration: ServerConfiguration, storage: (any SessionStorage)? = nil) {
+        self.init(configuration: configuration, storage: storage, logOutput: RequestLog.standardOutput)
+    }
+
+    /// - Parameter logOutput: where log lines go (stdout; a test's buffer).
+    init(configuration: ServerConfiguration, storage: (any SessionStorage)?, logOutput: @escaping RequestLog.Output) {
         self.configuration = configuration
         let metrics = Metrics()
         let factClient = MeteredFactClient(
@@ -31,7 +36,7 @@ public final class NavigationServer: Sendable {
             catalog: FeatureSet.catalog(dependencies),
             store: SessionStore(limit: configuration.maxSessions),
             metrics: metrics,
-            log: RequestLog(enabled: configuration.logRequests),
+            log: RequestLog(enabled: configuration.logRequests, output: logOutput),
             configuration: configuration,
             lifecycle: Lifecycle(),
             persistence: SessionPersistence(storage: storage)
@@ -60,6 +65,17 @@ public final class NavigationServer: Sendable {
     /// The port it listens on (useful with port 0).
     public var port: Int { http.port }
 
+    /// The `listening` log line, with the address and port (the one port 0 picked).
+    public func logListening() {
+        handler.log.note(.info, "listening", [("version", .string(BuildInfo.version)),
+                                              ("host", .string(configuration.host)), ("port", .int(port))])
+    }
+
+    /// The `stopped` log line, after `shutdown()` has written out every line before it.
+    public func logStopped() {
+        handler.log.note(.info, "stopped")
+    }
+
     /// Brings back the stored sessions, then starts listening. A store that cannot be read
     /// throws `StorageError`: never start silently empty.
     public func start() async throws {
@@ -74,7 +90,7 @@ public final class NavigationServer: Sendable {
         let sessions = try handler.persistence.recover(
             catalog: handler.catalog, limits: configuration.sessionLimits, metrics: handler.metrics
         ) { id, reason in
-            handler.log.note(["event": "session_unreadable", "session": id, "reason": reason])
+            handler.log.note(.warn, "session_unreadable", [("session", .string(id)), ("reason", .string(reason))])
         }
         for hosted in sessions {
             _ = handler.store.insert(hosted)
@@ -86,7 +102,7 @@ public final class NavigationServer: Sendable {
             _ = try? await hosted.navigation.settleEffects()
         }
         if !sessions.isEmpty {
-            handler.log.note(["event": "recovered", "sessions": "\(sessions.count)"])
+            handler.log.note(.info, "recovered", [("sessions", .int(sessions.count))])
             // The records read at start are garbage now: give their memory back at once.
             handler.memory.sessionEnded()
             handler.memory.returnIfSessionsEnded()

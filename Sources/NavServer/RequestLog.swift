@@ -3,65 +3,140 @@ import NavigationCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
-/// One JSON line per request on stdout: method, path (never a token), status and duration.
-/// Bodies and tokens are never logged. Requests only append to a buffer; a thread of its own
-/// writes it out, so a stalled stdout never blocks a socket loop. Past `limit` unwritten bytes,
-/// lines are dropped and counted rather than held.
+/// navd's log: one JSON object a line on stdout, each starting with `time` (RFC 3339, UTC,
+/// milliseconds), `level` and `event`. Requests (`request`) and closed event streams
+/// (`stream_closed`) are logged when `--log-requests` is on; operational events (`listening`,
+/// `recovered`, `stopped`…) always. Bodies and tokens are never logged.
+///
+/// Lines only append to a buffer; a thread of its own writes it out, so a stalled stdout never
+/// blocks a socket loop. Past `limit` unwritten bytes, request lines are dropped and counted
+/// rather than held.
 final class RequestLog: Sendable {
+    enum Level: String, Sendable {
+        case info, warn, error
+    }
+
+    /// Where finished lines go: stdout, or a test's buffer.
+    typealias Output = @Sendable ([UInt8]) -> Void
+
+    /// What one answered request leaves in the log.
+    struct Request {
+        var id: String
+        var remote: String
+        var method: String
+        var path: String
+        var query: [(name: String, value: String)]
+        var status: Int
+        /// Body bytes sent: 0 for `HEAD`, and for an event stream (its `stream_closed` line counts them).
+        var bytes: Int
+        var seconds: Double
+    }
+
+    /// What one event stream did, logged when it closes.
+    struct Stream {
+        var requestID: String
+        var remote: String
+        var session: String
+        /// Why it closed: `client_closed`, `too_slow`, `session_ended`, `shutdown` or `server_closed`.
+        var reason: String
+        var seconds: Double
+        var events: Int
+        var bytes: Int
+    }
+
     private struct Pending {
         var bytes: [UInt8] = []
         var dropped = 0
-        /// The ISO 8601 time of the current second, formatted once per second.
-        var second = 0
-        var timestamp = ""
+        /// `2026-11-23T10:00:00` for the current second, formatted once per second.
+        var second = Int.min
+        var secondText: [UInt8] = []
     }
 
     private let buffer = Mutex(Pending())
+    /// One writer at a time, so lines from a flush and a note never interleave.
+    private let writing = Mutex(())
     private let enabled: Bool
+    private let output: Output
     private let limit = 4 << 20
 
-    init(enabled: Bool) {
+    init(enabled: Bool, output: @escaping Output = RequestLog.standardOutput) {
         self.enabled = enabled
+        self.output = output
     }
 
-    func record(method: String, path: String, query: [(name: String, value: String)], status: Int, seconds: Double) {
+    var logsRequests: Bool { enabled }
+
+    func record(_ request: Request) {
         guard enabled else { return }
-        var target = path
-        let kept = query.filter { $0.name != "token" }
+        var target = request.path
+        let kept = request.query.filter { $0.name != "token" }
         if !kept.isEmpty {
             target += "?" + kept.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
         }
-        let now = time(nil)
+        append(request.status >= 500 ? .error : .info, "request", [
+            ("request_id", .string(request.id)),
+            ("remote", .string(request.remote)),
+            ("method", .string(request.method)),
+            ("path", .string(target)),
+            ("status", .int(request.status)),
+            ("bytes", .int(request.bytes)),
+            ("duration_ms", Self.milliseconds(request.seconds)),
+        ])
+    }
+
+    func streamClosed(_ stream: Stream) {
+        guard enabled else { return }
+        append(stream.reason == "too_slow" ? .warn : .info, "stream_closed", [
+            ("request_id", .string(stream.requestID)),
+            ("remote", .string(stream.remote)),
+            ("session", .string(stream.session)),
+            ("reason", .string(stream.reason)),
+            ("duration_ms", Self.milliseconds(stream.seconds)),
+            ("events", .int(stream.events)),
+            ("bytes", .int(stream.bytes)),
+        ])
+    }
+
+    /// An operational event (listening, sessions recovered, a record skipped, stopped): always
+    /// logged, whether requests are or not, and written out at once, after any lines before it.
+    func note(_ level: Level, _ event: String, _ fields: [(String, JSON)] = []) {
+        append(level, event, fields, always: true)
+        flush()
+    }
+
+    private func append(_ level: Level, _ event: String, _ fields: [(String, JSON)], always: Bool = false) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let second = Int(now.tv_sec)
+        let millisecond = Int(now.tv_nsec / 1_000_000)
         buffer.withLock { pending in
-            guard pending.bytes.count < limit else {
+            guard always || pending.bytes.count < limit else {
                 pending.dropped += 1
                 return
             }
-            if pending.second != now {
-                pending.second = now
-                pending.timestamp = Self.iso8601(now)
+            if pending.second != second {
+                pending.second = second
+                pending.secondText = Array(Self.dateAndTime(second).utf8)
             }
-            let line = JSON.object(JSONObject([
-                ("time", .string(pending.timestamp)),
-                ("method", .string(method)),
-                ("path", .string(target)),
-                ("status", .int(status)),
-                ("duration_ms", .double((seconds * 1_000_000).rounded() / 1000)),
-            ]))
-            JSONWriter.write(line, into: &pending.bytes)
-            pending.bytes.append(0x0A)
+            pending.bytes.append(contentsOf: #"{"time":""#.utf8)
+            pending.bytes.append(contentsOf: pending.secondText)
+            Self.appendMilliseconds(millisecond, to: &pending.bytes)
+            pending.bytes.append(contentsOf: #"","level":""#.utf8)
+            pending.bytes.append(contentsOf: level.rawValue.utf8)
+            pending.bytes.append(contentsOf: #"","event":"#.utf8)
+            JSONWriter.writeString(event, into: &pending.bytes)
+            for (name, value) in fields {
+                pending.bytes.append(UInt8(ascii: ","))
+                JSONWriter.writeString(name, into: &pending.bytes)
+                pending.bytes.append(UInt8(ascii: ":"))
+                JSONWriter.write(value, into: &pending.bytes)
+            }
+            pending.bytes.append(contentsOf: "}\n".utf8)
         }
-    }
-
-    /// An operational event (sessions recovered, a record skipped): one JSON line, always
-    /// written, whether requests are logged or not.
-    func note(_ fields: KeyValuePairs<String, String>) {
-        var bytes: [UInt8] = []
-        JSONWriter.write(.object(JSONObject(fields.map { ($0.key, .string($0.value)) })), into: &bytes)
-        bytes.append(0x0A)
-        try? FileHandle.standardOutput.write(contentsOf: Data(bytes))
     }
 
     /// Writes the buffer out every 200 ms, on a thread of its own.
@@ -76,26 +151,72 @@ final class RequestLog: Sendable {
     }
 
     func flush() {
-        let (bytes, dropped) = buffer.withLock { pending in
+        writing.withLock { _ in
+            var (bytes, dropped) = take()
+            if dropped > 0 {
+                append(.warn, "log_lines_dropped", [("count", .int(dropped))], always: true)
+                bytes += take().bytes
+            }
+            if !bytes.isEmpty { output(bytes) }
+        }
+    }
+
+    private func take() -> (bytes: [UInt8], dropped: Int) {
+        buffer.withLock { pending in
             defer {
                 pending.bytes.removeAll(keepingCapacity: true)
                 pending.dropped = 0
             }
             return (pending.bytes, pending.dropped)
         }
-        var out = bytes
-        if dropped > 0 { out += Array(#"{"event":"log_lines_dropped","count":\#(dropped)}"#.utf8) + [0x0A] }
-        guard !out.isEmpty else { return }
-        // A closed stdout must not take the server down: the lines are lost, nothing else.
-        try? FileHandle.standardOutput.write(contentsOf: Data(out))
     }
 
-    /// `2026-11-22T05:03:06Z`, without a formatter object on the request path.
-    static func iso8601(_ seconds: Int) -> String {
+    /// Writes to file descriptor 1. A closed or failing stdout must not take the server down:
+    /// the lines are lost, nothing else.
+    static let standardOutput: Output = { bytes in
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count, let base = raw.baseAddress {
+                let written = write(1, base + offset, raw.count - offset)
+                if written > 0 {
+                    offset += written
+                } else if written < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
+        }
+    }
+
+    /// Milliseconds with microsecond precision.
+    private static func milliseconds(_ seconds: Double) -> JSON {
+        .double((seconds * 1_000_000).rounded() / 1000)
+    }
+
+    /// `2026-11-23T10:00:00.123Z`: RFC 3339, UTC, milliseconds.
+    static func rfc3339(seconds: Int, milliseconds: Int) -> String {
+        var bytes = Array(dateAndTime(seconds).utf8)
+        appendMilliseconds(milliseconds, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `2026-11-23T10:00:00`, without a formatter object on the request path.
+    private static func dateAndTime(_ seconds: Int) -> String {
         var clock = time_t(seconds)
         var parts = tm()
         gmtime_r(&clock, &parts)
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+    }
+
+    /// `.123Z`
+    private static func appendMilliseconds(_ value: Int, to bytes: inout [UInt8]) {
+        let value = min(max(value, 0), 999)
+        bytes.append(UInt8(ascii: "."))
+        bytes.append(UInt8(ascii: "0") + UInt8(value / 100))
+        bytes.append(UInt8(ascii: "0") + UInt8(value / 10 % 10))
+        bytes.append(UInt8(ascii: "0") + UInt8(value % 10))
+        bytes.append(UInt8(ascii: "Z"))
     }
 }

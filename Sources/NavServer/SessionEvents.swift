@@ -9,7 +9,7 @@ import Synchronization
 final class SessionEvents: Sendable {
     /// Each stream with the last event id it already has: a stream that started from a snapshot
     /// covering events not yet durable (so not yet published) skips them when they come.
-    private let streams = Mutex<[ObjectIdentifier: (stream: EventStream, through: Int)]>([:])
+    private let streams = Mutex<[ObjectIdentifier: (stream: EventStream, through: Int, tally: StreamTally)]>([:])
     private let metrics: Metrics
 
     init(metrics: Metrics) {
@@ -20,10 +20,11 @@ final class SessionEvents: Sendable {
 
     /// Registers a stream with what it must see first. Called on the session's executor, so no
     /// batch can slip in between.
-    func add(_ stream: EventStream, first bytes: [UInt8], through sequence: Int) {
+    /// `events` counts the events in `bytes`, for the stream's tally.
+    func add(_ stream: EventStream, first bytes: [UInt8], events: Int, through sequence: Int, tally: StreamTally) {
         // First bytes first: a heartbeat must not get ahead of `retry:` and the snapshot.
-        stream.send(bytes)
-        streams.withLock { $0[ObjectIdentifier(stream)] = (stream, sequence) }
+        if stream.send(bytes) { tally.sent(events: events, bytes: bytes.count) }
+        streams.withLock { $0[ObjectIdentifier(stream)] = (stream, sequence, tally) }
         // A stream that closed meanwhile already ran its removal; take it out again.
         if !stream.isOpen { remove(stream) }
     }
@@ -38,19 +39,24 @@ final class SessionEvents: Sendable {
         let current = streams.withLock { Array($0.values) }
         guard !current.isEmpty, let first = events.first?.sequence else { return }
         let frames = ServerSentEvents.frames(events)
-        for (stream, through) in current {
+        let ends = events.last?.kind == .end
+        for (stream, through, tally) in current {
             if through < first {
-                stream.send(frames)
+                if stream.send(frames) { tally.sent(events: events.count, bytes: frames.count, end: ends) }
             } else {
                 let unseen = events.filter { $0.sequence > through }
-                if !unseen.isEmpty { stream.send(ServerSentEvents.frames(unseen)) }
+                guard !unseen.isEmpty else { continue }
+                let bytes = ServerSentEvents.frames(unseen)
+                if stream.send(bytes) { tally.sent(events: unseen.count, bytes: bytes.count, end: ends) }
             }
         }
-        if events.last?.kind == .end { closeAll() }
+        if ends { closeAll() }
     }
 
     func sendHeartbeat() {
-        for (stream, _) in streams.withLock({ Array($0.values) }) { stream.send(ServerSentEvents.heartbeat) }
+        for (stream, _, tally) in streams.withLock({ Array($0.values) }) where stream.send(ServerSentEvents.heartbeat) {
+            tally.sent(events: 0, bytes: ServerSentEvents.heartbeat.count)
+        }
     }
 
     func closeAll() {

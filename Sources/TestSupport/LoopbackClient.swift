@@ -63,6 +63,16 @@ public final class LoopbackClient: @unchecked Sendable {
 
     deinit { close(fd) }
 
+    /// The client's own port, as the server sees it.
+    public var localPort: Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let found = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return found == 0 ? Int(UInt16(bigEndian: address.sin_port)) : 0
+    }
+
     private func sendNow(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {

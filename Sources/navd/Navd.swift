@@ -53,9 +53,9 @@ enum Navd {
             exit(1)
         }
         let termination = Termination(server: server, grace: configuration.shutdownGrace) {
-            say(#"{"event":"stopped"}"#)
+            server.logStopped()
         }
-        say(#"{"event":"listening","host":"\#(configuration.host)","port":\#(server.port)}"#)
+        server.logListening()
         // The main thread waits for the signals: the shutdown is ordinary code.
         termination.waitForSignals()
     }
@@ -70,9 +70,5 @@ enum Navd {
         }
         done.wait()
         return outcome.withLock { $0 }
-    }
-
-    private static func say(_ line: String) {
-        try? FileHandle.standardOutput.write(contentsOf: Data(line.utf8 + [0x0A]))
     }
 }

@@ -253,15 +253,16 @@ import TestSupport
         #expect(metrics.header("content-type")?.hasPrefix("text/plain; version=0.0.4") == true)
         let text = metrics.text
         for line in [
-            #"navd_http_requests_total{route="actions",status="2xx"} 2"#,
-            #"navd_http_requests_total{route="sessions",status="2xx"} 1"#,
+            #"navd_http_requests_total{route="actions",method="POST",code="200"} 2"#,
+            #"navd_http_requests_total{route="sessions",method="POST",code="201"} 1"#,
             "navd_sessions_open 1",
             "navd_event_streams_open 1",
             #"navd_events_emitted_total{type="present"} 1"#,
             #"navd_fact_fetches_total{outcome="success"} 1"#,
             "navd_event_stream_subscribers_dropped_total 0",
             "# TYPE navd_http_request_duration_seconds histogram",
-            #"navd_http_request_duration_seconds_count{route="actions"} 2"#,
+            #"navd_http_request_duration_seconds_count{route="actions",method="POST",code="200"} 1"#,
+            #"navd_http_wait_request_duration_seconds_count{route="actions",method="POST",code="200"} 1"#,
         ] {
             #expect(text.contains(line), "missing: \(line)")
         }

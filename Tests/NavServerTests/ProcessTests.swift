@@ -22,6 +22,8 @@ import TestSupport
         let output = Pipe()
         let errors = Pipe()
         var port = 0
+        /// The `listening` line.
+        var listening: JSON = .null
         /// Where its SQLite store lives: a fresh directory unless a restart names the last one.
         let dataDirectory: String
 
@@ -60,6 +62,7 @@ import TestSupport
                     seen = Data(seen[(newline + 1)...])
                     if line["event"] == "listening", let port = line["port"]?.intValue {
                         self.port = port
+                        listening = line
                         return before
                     }
                     before.append(line)
@@ -174,6 +177,7 @@ import TestSupport
 
     @Test func requestsAreLoggedAsJSONLinesWithoutTokens() async throws {
         let navd = try Running(["--port", "0"])
+        let started = Date().timeIntervalSince1970
         try navd.waitUntilListening()
         let created = try await LoopbackClient(port: navd.port).request("POST", "/sessions", json: #"{"feature":"counter"}"#)
         let id = try #require(created.json["id"]?.stringValue)
@@ -189,7 +193,19 @@ import TestSupport
         let requests = lines.filter { $0["method"] != nil }
         #expect(requests.count == 3)
         #expect(requests.contains { $0["path"] == .string("/sessions/\(id)/navigation?x=1") && $0["status"] == 401 })
-        #expect(requests.allSatisfy { $0["duration_ms"] != nil && $0["status"] != nil })
+        #expect(requests.allSatisfy { $0["duration_ms"] != nil && $0["status"] != nil && $0["event"] == "request" })
+        #expect(requests.allSatisfy { $0["request_id"]?.stringValue != nil && $0["remote"]?.stringValue?.hasPrefix("127.0.0.1:") == true && $0["bytes"]?.intValue != nil })
+        // Every line, the start and stop lines included, has its time (RFC 3339, UTC, milliseconds) and a level.
+        #expect(navd.listening["version"] != nil)
+        #expect(lines.last?["event"] == "stopped")
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for line in [navd.listening] + lines {
+            #expect(RequestLogTests.isRFC3339Milliseconds(line["time"]?.stringValue), "\(line)")
+            let time = formatter.date(from: line["time"]?.stringValue ?? "")?.timeIntervalSince1970 ?? 0
+            #expect(time > started - 1 && time < started + 30, "\(line)")
+            #expect(line["level"] == "info", "\(line)")
+        }
     }
 
     /// Resident memory of a process, from /proc (Linux).

@@ -1,9 +1,229 @@
+import Foundation
 @testable import NavServer
+import NavigationCore
 import Testing
+import TestSupport
 
+/// The log a real server writes, over loopback: JSON lines with a time, a level and an event;
+/// request ids sent back on every answer; stream lines when streams close.
 @Suite struct RequestLogTests {
-    @Test func timestampsAreISO8601InUTC() {
-        #expect(RequestLog.iso8601(0) == "1970-01-01T00:00:00Z")
-        #expect(RequestLog.iso8601(1_795_330_986) == "2026-11-22T07:03:06Z")
+    @Test func timestampsAreRFC3339InUTCWithMilliseconds() {
+        #expect(RequestLog.rfc3339(seconds: 0, milliseconds: 0) == "1970-01-01T00:00:00.000Z")
+        #expect(RequestLog.rfc3339(seconds: 1_795_330_986, milliseconds: 7) == "2026-11-22T07:03:06.007Z")
+        #expect(RequestLog.rfc3339(seconds: 1_795_330_986, milliseconds: 123) == "2026-11-22T07:03:06.123Z")
+    }
+
+    static func isRFC3339Milliseconds(_ text: String?) -> Bool {
+        guard let text else { return false }
+        return text.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil
+    }
+
+    static func number(_ json: JSON?) -> Double? {
+        switch json {
+        case .int(let value)?: Double(value)
+        case .double(let value)?: value
+        default: nil
+        }
+    }
+
+    static func isGeneratedID(_ text: String?) -> Bool {
+        guard let text else { return false }
+        return text.wholeMatch(of: /[0-9a-f]{32}/) != nil
+    }
+
+    @Test func everyLineIsAJSONObjectWithTimeLevelAndEvent() async throws {
+        let log = LogCapture()
+        let server = try await TestServer(log: log)
+        let before = Date().timeIntervalSince1970
+        let client = try server.client()
+        _ = try await client.request("GET", "/healthz")
+        _ = try await client.request("GET", "/nope")
+        _ = try await client.request("GET", "/sessions/0123/navigation")
+        let last = try await client.request("GET", "/features")
+        _ = try await log.request(last.header("X-Request-ID"))
+        await server.stop()
+        let lines = log.lines
+        #expect(lines.count >= 4)
+        for line in lines {
+            #expect(Self.isRFC3339Milliseconds(line["time"]?.stringValue), "\(line)")
+            #expect(["info", "warn", "error"].contains(line["level"]?.stringValue ?? ""), "\(line)")
+            #expect(line["event"]?.stringValue != nil, "\(line)")
+        }
+        // The time is now, in UTC.
+        let stamp = try #require(lines.first?["time"]?.stringValue)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let logged = try #require(formatter.date(from: stamp)).timeIntervalSince1970
+        #expect(abs(logged - before) < 5, "\(stamp)")
+    }
+
+    @Test func aValidRequestIDIsSentBackAndLoggedAnyOtherIsReplaced() async throws {
+        let log = LogCapture()
+        let server = try await TestServer(log: log)
+        defer { Task { await server.stop() } }
+        let client = try server.client()
+        let valid = ["abc-123", "3f2a0c1e-8d7b-4a55-9e2c-0b1d2e3f4a5b", "Root=1-5e1b4151:trace_id.x+y/z=", String(repeating: "a", count: 128)]
+        for id in valid {
+            let response = try await client.request("GET", "/healthz", headers: [("X-Request-ID", id)])
+            #expect(response.header("X-Request-ID") == id)
+            let line = try await log.request(id)
+            #expect(line["path"] == "/healthz")
+        }
+        let invalid = ["", String(repeating: "a", count: 129), "has space", "quote\"d", "semi;colon", "ünïcode", "tab\there"]
+        var seen: Set<String> = []
+        for id in invalid {
+            let response = try await client.request("GET", "/healthz", headers: [("X-Request-ID", id)])
+            let sent = try #require(response.header("X-Request-ID"))
+            #expect(sent != id)
+            #expect(Self.isGeneratedID(sent), "\(sent)")
+            #expect(seen.insert(sent).inserted, "ids are unique")
+            _ = try await log.request(sent)
+        }
+        // Two ids are ambiguous: a fresh one.
+        let twice = try await client.request("GET", "/healthz", headers: [("X-Request-ID", "one"), ("X-Request-ID", "two")])
+        #expect(Self.isGeneratedID(twice.header("X-Request-ID")))
+        // None: a fresh one, different each time.
+        let first = try await client.request("GET", "/healthz")
+        let second = try await client.request("GET", "/healthz")
+        #expect(Self.isGeneratedID(first.header("X-Request-ID")))
+        #expect(first.header("X-Request-ID") != second.header("X-Request-ID"))
+    }
+
+    @Test func errorsPreflightsAndStreamsCarryTheRequestID() async throws {
+        let log = LogCapture()
+        let server = try await TestServer(log: log) { $0.cors.origins = .only(["http://localhost:3000"]) }
+        defer { Task { await server.stop() } }
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+        let requests: [(String, String, [(String, String)], String?, Int)] = [
+            ("GET", "/nope", [], nil, 404),
+            ("GET", "/sessions/\(id)", [], nil, 401),
+            ("PATCH", "/healthz", [], nil, 405),
+            ("POST", "/sessions", [], #"{"feature":"nope"}"#, 422),
+            ("POST", "/sessions/\(id)/actions", [("Authorization", "Bearer \(token)")], "{", 400),
+            ("POST", "/sessions/\(id)/actions", [("Authorization", "Bearer \(token)"), ("If-Match", "\"9\"")], #"{"action":"incrementButtonTapped"}"#, 412),
+            ("OPTIONS", "/sessions", [("Origin", "http://localhost:3000"), ("Access-Control-Request-Method", "POST")], nil, 204),
+            ("HEAD", "/sessions/\(id)/events", [("Authorization", "Bearer \(token)")], nil, 200),
+        ]
+        for (index, (method, target, headers, body, status)) in requests.enumerated() {
+            let requestID = "error-\(index)"
+            let response = try await client.request(method, target, headers: headers + [("X-Request-ID", requestID)],
+                                                    body: body.map { Array($0.utf8) })
+            #expect(response.status == status, "\(method) \(target)")
+            #expect(response.header("X-Request-ID") == requestID, "\(method) \(target)")
+            let line = try await log.request(requestID)
+            #expect(line["status"]?.intValue == status)
+        }
+        // A browser may send the id and read it back.
+        let preflight = try await client.request("OPTIONS", "/sessions", headers: [("Origin", "http://localhost:3000")])
+        #expect(preflight.header("Access-Control-Allow-Headers")?.contains("X-Request-ID") == true)
+        #expect(preflight.header("Access-Control-Expose-Headers")?.contains("X-Request-ID") == true)
+
+        let stream = try server.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)", headers: [("X-Request-ID", "the-stream")]))
+        let opened = try await stream.readResponse(head: true)
+        #expect(opened.status == 200)
+        #expect(opened.header("X-Request-ID") == "the-stream")
+        #expect(try await log.request("the-stream")["status"] == 200)
+    }
+
+    @Test func requestLinesHaveTheRemoteAddressAndTheBytesSent() async throws {
+        let log = LogCapture()
+        let server = try await TestServer(log: log)
+        defer { Task { await server.stop() } }
+        let client = try server.client()
+        let features = try await client.request("GET", "/features", headers: [("X-Request-ID", "features")])
+        let line = try await log.request("features")
+        #expect(line["remote"]?.stringValue == "127.0.0.1:\(client.localPort)")
+        #expect(line["bytes"]?.intValue == features.body.count)
+        #expect(features.body.count > 100)
+        #expect(line["method"] == "GET")
+        #expect(line["status"] == 200)
+        #expect(line["level"] == "info")
+        #expect((Self.number(line["duration_ms"]) ?? -1) >= 0)
+        // HEAD sends no body.
+        _ = try await client.request("HEAD", "/features", headers: [("X-Request-ID", "head")])
+        #expect(try await log.request("head")["bytes"] == 0)
+        let missing = try await client.request("GET", "/nope", headers: [("X-Request-ID", "missing")])
+        #expect(try await log.request("missing")["bytes"]?.intValue == missing.body.count)
+        // Tokens never reach the log.
+        let (id, token) = try await server.session("counter")
+        _ = try await client.request("GET", "/sessions/\(id)/navigation?token=\(token)&x=1", headers: [("X-Request-ID", "query")])
+        #expect(try await log.request("query")["path"] == .string("/sessions/\(id)/navigation?x=1"))
+        _ = try await client.get("/sessions/\(id)", token: token)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!log.text.contains(token))
+    }
+
+    @Test func aStreamIsLoggedWhenItClosesWithItsDurationEventsAndReason() async throws {
+        let log = LogCapture()
+        let server = try await TestServer(log: log)
+        defer { Task { await server.stop() } }
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+
+        // Closed by the client, after a snapshot and two events.
+        var stream: LoopbackClient? = try server.client()
+        try await stream?.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)", headers: [("X-Request-ID", "closes")]))
+        _ = try await stream?.readResponse(head: true)
+        _ = try await stream?.readEvents { $0.name == "snapshot" }
+        _ = try await client.act(id, token: token, "incrementButtonTapped")
+        _ = try await stream?.readEvents { $0.name == "state" }
+        try await Task.sleep(for: .milliseconds(100))
+        stream = nil
+        let closed = try await log.line { $0["event"] == "stream_closed" && $0["request_id"] == "closes" }
+        #expect(closed["reason"] == "client_closed")
+        #expect(closed["events"] == 2, "the snapshot and one state event")
+        #expect((Self.number(closed["duration_ms"]) ?? 0) >= 100)
+        #expect((closed["bytes"]?.intValue ?? 0) > 50)
+        #expect(closed["session"] == .string(id))
+        #expect(closed["level"] == "info")
+        #expect(Self.isRFC3339Milliseconds(closed["time"]?.stringValue))
+        #expect(closed["remote"]?.stringValue?.hasPrefix("127.0.0.1:") == true)
+
+        // Ended by a DELETE: `end` is its last event.
+        let ended = try server.client()
+        try await ended.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)", headers: [("X-Request-ID", "ends")]))
+        _ = try await ended.readResponse(head: true)
+        _ = try await ended.readEvents { $0.name == "snapshot" }
+        #expect(try await client.request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
+        _ = try await ended.readEvents { $0.name == "end" }
+        let deleted = try await log.line { $0["event"] == "stream_closed" && $0["request_id"] == "ends" }
+        #expect(deleted["reason"] == "session_ended")
+        #expect(deleted["events"] == 2, "the snapshot and end")
+    }
+
+    @Test func streamsOpenAtShutdownAreLoggedAsShutdown() async throws {
+        let log = LogCapture()
+        let server = try await TestServer(log: log)
+        let (id, token) = try await server.session("counter")
+        let stream = try server.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)", headers: [("X-Request-ID", "at-shutdown")]))
+        _ = try await stream.readResponse(head: true)
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+        await server.stop()
+        let line = try await log.line { $0["event"] == "stream_closed" && $0["request_id"] == "at-shutdown" }
+        #expect(line["reason"] == "shutdown")
+    }
+
+    @Test func aStreamTooSlowToKeepUpIsLoggedAsAWarning() async throws {
+        let log = LogCapture()
+        let server = try await TestServer(log: log)
+        defer { Task { await server.stop() } }
+        let client = try server.client()
+        let created = try await client.request("POST", "/sessions", json: #"{"feature":"gallery","state":{"text":""}}"#)
+        let id = try #require(created.json["id"]?.stringValue)
+        let token = try #require(created.json["token"]?.stringValue)
+        let editor = try #require(created.json["navigation"]?["presentations"]?[0]?["id"]?.stringValue)
+        // A stream that never reads: its socket buffers fill, then its 1 MiB queue.
+        let stalled = try LoopbackClient(port: server.port)
+        try await stalled.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)", headers: [("X-Request-ID", "stalled")]))
+        let text = String(repeating: "x", count: 60_000)
+        for round in 0..<500 where log.lines.allSatisfy({ $0["request_id"] != "stalled" || $0["event"] != "stream_closed" }) {
+            _ = try await client.request("PUT", "/sessions/\(id)/features/\(editor)/bindings/text", token: token, json: #""\#(text)\#(round)""#)
+        }
+        let line = try await log.line { $0["event"] == "stream_closed" && $0["request_id"] == "stalled" }
+        #expect(line["reason"] == "too_slow")
+        #expect(line["level"] == "warn")
     }
 }

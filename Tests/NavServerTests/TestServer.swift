@@ -1,5 +1,6 @@
 import Foundation
 @testable import NavServer
+import Synchronization
 import NavigationCore
 import Testing
 import TestSupport
@@ -10,16 +11,18 @@ final class TestServer: Sendable {
     let facts: FactStub
     var port: Int { server.port }
 
-    init(configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+    /// - Parameter log: where the server's log lines go; with one, requests are logged.
+    init(log: LogCapture? = nil, configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
         facts = try FactStub(.facts)
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.factBaseURL = facts.baseURL
         configuration.connectDelay = .zero
         configuration.alertDismissDelay = .milliseconds(50)
-        configuration.logRequests = false
+        configuration.logRequests = log != nil
         configure(&configuration)
-        server = NavigationServer(configuration: configuration)
+        let discard: RequestLog.Output = { _ in }
+        server = NavigationServer(configuration: configuration, storage: nil, logOutput: log?.output ?? discard)
         try await server.start()
     }
 
@@ -38,6 +41,37 @@ final class TestServer: Sendable {
     func stop() async {
         await server.shutdown(within: .seconds(1))
         facts.stop()
+    }
+}
+
+/// The lines a test server logs, parsed as they come.
+final class LogCapture: Sendable {
+    private let bytes = Mutex<[UInt8]>([])
+
+    var output: RequestLog.Output {
+        { [self] written in bytes.withLock { $0 += written } }
+    }
+
+    var text: String { String(decoding: bytes.withLock { $0 }, as: UTF8.self) }
+
+    /// Every line so far; a line that is not a JSON object becomes `null`.
+    var lines: [JSON] {
+        bytes.withLock { $0 }.split(separator: 0x0A).map { (try? JSONParser.parse(Array($0))) ?? .null }
+    }
+
+    /// Waits (at most 5 s: the log is written every 200 ms) for a line `matching`.
+    func line(_ matching: (JSON) -> Bool) async throws -> JSON {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            if let line = lines.first(where: matching) { return line }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw LoopbackClient.Failure(description: "no such log line in:\n\(text)")
+    }
+
+    /// The `request` line of the request with this id.
+    func request(_ id: String?) async throws -> JSON {
+        try await line { $0["event"] == "request" && $0["request_id"]?.stringValue == id }
     }
 }
 
