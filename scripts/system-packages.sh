@@ -22,3 +22,8 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 { "${as_root[@]}" apt-get update -q && DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; } \
   >"$log" 2>&1 || { tail -20 "$log" >&2; echo "FAIL: apt-get install ${missing[*]}" >&2; exit 1; }
+# The prometheus package is here only for promtool: on a host with systemd it would also start
+# a Prometheus server, which the tests neither need nor want.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+  "${as_root[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
