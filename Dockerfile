@@ -1,7 +1,7 @@
 # navd container image: a release build with the Swift runtime and Foundation linked
 # statically, run on debian:bookworm-slim as an unprivileged user. Only glibc, libstdc++ and
 # the system libraries navd links through system-library targets stay dynamic: libcurl
-# (FoundationNetworking's HTTP client), libsqlite3 (the session store) and libcrypto (token
+# (the fact client, called directly), libsqlite3 (the session store) and libcrypto (token
 # hashes). The runtime stage needs no Swift toolchain. scripts/verify-container.sh builds and checks this file with podman.
 
 FROM swift:6.3-bookworm AS build

@@ -26,7 +26,9 @@ let package = Package(
         // The system's SQLite (libsqlite3).
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // The hosted features: plain observable models and, apart from them, their screens.
-        .target(name: "Features", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
+        .target(name: "Features", dependencies: ["NavigationCore", "CCurl"], swiftSettings: swiftSettings),
+        // The system's libcurl: the fact service's HTTP client.
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // HTTP/1.1 and server-sent events on non-blocking sockets. Knows nothing of navigation.
         .target(name: "HTTP", swiftSettings: swiftSettings),
         // Sessions, routes, configuration and metrics: wires the core and the features to HTTP.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages navd builds against when any is missing: the system libraries
 # reached through system-library targets (SQLite for the session store, OpenSSL's libcrypto
-# for token hashes, libcurl for FoundationNetworking). With --test, also what the test command
+# for token hashes, libcurl for the fact service). With --test, also what the test command
 # uses (prometheus, for promtool). Called by scripts/serve.sh and scripts/test.sh (--test); a
 # no-op when everything is there.
 set -euo pipefail

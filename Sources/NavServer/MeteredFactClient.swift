@@ -25,6 +25,10 @@ private extension FactError {
         case .timedOut: "timeout"
         case .unreachable: "unreachable"
         case .invalidResponse: "invalid_response"
+        case .tooLarge: "too_large"
+        case .redirected, .redirectedToAnotherHost: "redirect"
+        case .tooManyRequests, .tooManyForSession: "busy"
+        case .cancelled: "cancelled"
         }
     }
 }

@@ -24,7 +24,10 @@ public final class NavigationServer: Sendable {
         self.configuration = configuration
         let metrics = Metrics()
         let factClient = MeteredFactClient(
-            base: LiveFactClient(baseURL: configuration.factBaseURL, timeout: configuration.factTimeout),
+            base: LimitedFactClient(
+                base: LiveFactClient(baseURL: configuration.factBaseURL, timeout: configuration.factTimeout),
+                limits: .init(total: configuration.factMaxInFlight, perSession: configuration.factMaxPerSession)
+            ),
             metrics: metrics
         )
         let dependencies = FeatureDependencies(

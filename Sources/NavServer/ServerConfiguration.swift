@@ -8,7 +8,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var host = "127.0.0.1"
     public var port = 8080
     public var factBaseURL = URL(string: "http://numbersapi.com")!
+    /// A deadline for the whole fetch, connecting to last byte.
     public var factTimeout: Duration = .seconds(5)
+    /// Fact fetches in flight, all sessions together and in one session.
+    public var factMaxInFlight = 64
+    public var factMaxPerSession = 2
     public var connectDelay: Duration = .seconds(1)
     public var alertDismissDelay: Duration = .seconds(3)
     public var maxSessions: Int?
@@ -79,8 +83,14 @@ public struct ServerConfiguration: Sendable, Equatable {
             }
             config.factBaseURL = url
         },
-        Option(flag: "--fact-timeout-ms", environment: "FACT_TIMEOUT_MS", value: "MS", help: "fact service timeout (default 5000)") { config, value throws(Invalid) in
+        Option(flag: "--fact-timeout-ms", environment: "FACT_TIMEOUT_MS", value: "MS", help: "deadline for a whole fact fetch (default 5000)") { config, value throws(Invalid) in
             config.factTimeout = .milliseconds(try integer(value, "--fact-timeout-ms", in: 1...600_000))
+        },
+        Option(flag: "--fact-max-in-flight", environment: "FACT_MAX_IN_FLIGHT", value: "N", help: "fact fetches running at once, all sessions (default 64)") { config, value throws(Invalid) in
+            config.factMaxInFlight = try integer(value, "--fact-max-in-flight", in: 1...100_000)
+        },
+        Option(flag: "--fact-max-per-session", environment: "FACT_MAX_PER_SESSION", value: "N", help: "fact fetches running at once in one session (default 2)") { config, value throws(Invalid) in
+            config.factMaxPerSession = try integer(value, "--fact-max-per-session", in: 1...100_000)
         },
         Option(flag: "--connect-delay-ms", environment: "CONNECT_DELAY_MS", value: "MS", help: "how long joining a Wi-Fi network takes (default 1000)") { config, value throws(Invalid) in
             config.connectDelay = .milliseconds(try integer(value, "--connect-delay-ms", in: 0...600_000))

@@ -15,6 +15,14 @@ public final class FactStub: Sendable {
         case emptyBody
         /// Accepts and never answers, so the client times out.
         case silent
+        /// A 200 whose announced 1,000-byte body arrives one byte per `interval`: a service that
+        /// never lets an idle timeout fire.
+        case drip(interval: Duration)
+        /// A 200 with `bytes` of body sent as fast as the client reads, its length announced in
+        /// `Content-Length` or not (then the body ends when the connection closes).
+        case huge(bytes: Int, announced: Bool)
+        /// A 302 to `location`.
+        case redirect(location: String)
     }
 
     public let port: Int
@@ -22,6 +30,8 @@ public final class FactStub: Sendable {
     private let listener: Int32
     private let stopped = Atomic<Bool>(false)
     private let requests = Mutex<[String]>([])
+    private let sent = Atomic<Int>(0)
+    private let open = Atomic<Int>(0)
 
     public init(_ behavior: Behavior = .facts) throws {
         let (listener, port) = try Loopback.listen()
@@ -33,6 +43,12 @@ public final class FactStub: Sendable {
 
     /// The paths requested so far.
     public var requestedPaths: [String] { requests.withLock { $0 } }
+
+    /// Body bytes the client has taken so far (`.huge` and `.drip`).
+    public var bodyBytesSent: Int { sent.load(ordering: .sequentiallyConsistent) }
+
+    /// Connections accepted and not yet closed.
+    public var openConnections: Int { open.load(ordering: .sequentiallyConsistent) }
 
     public func stop() {
         guard !stopped.exchange(true, ordering: .sequentiallyConsistent) else { return }
@@ -46,24 +62,50 @@ public final class FactStub: Sendable {
         while !stopped.load(ordering: .sequentiallyConsistent) {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
-            let path = Loopback.readRequestPath(client)
-            requests.withLock { $0.append(path) }
-            let response: String
-            switch behavior {
-            case .facts:
-                let number = path.dropFirst()
-                response = Loopback.response(200, "\(number) is a stub number.")
-            case .status(let status):
-                response = Loopback.response(status, "stub failure")
-            case .emptyBody:
-                response = Loopback.response(200, "")
-            case .silent:
-                Thread.sleep(forTimeInterval: 5)
+            open.add(1, ordering: .sequentiallyConsistent)
+            // A connection each, so one slow answer holds up no other request.
+            let thread = Thread { [self] in
+                answer(client, behavior)
                 close(client)
-                continue
+                open.subtract(1, ordering: .sequentiallyConsistent)
             }
-            _ = response.withCString { send(client, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-            close(client)
+            thread.start()
+        }
+    }
+
+    private func answer(_ client: Int32, _ behavior: Behavior) {
+        let path = Loopback.readRequestPath(client)
+        requests.withLock { $0.append(path) }
+        switch behavior {
+        case .facts:
+            let number = path.dropFirst()
+            Loopback.send(client, Loopback.response(200, "\(number) is a stub number."))
+        case .status(let status):
+            Loopback.send(client, Loopback.response(status, "stub failure"))
+        case .emptyBody:
+            Loopback.send(client, Loopback.response(200, ""))
+        case .silent:
+            Thread.sleep(forTimeInterval: 5)
+        case .drip(let interval):
+            guard Loopback.send(client, "HTTP/1.1 200 Stub\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n") else { return }
+            for _ in 0..<1000 {
+                Thread.sleep(forTimeInterval: Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18)
+                guard Loopback.send(client, "x") else { return }
+                sent.add(1, ordering: .sequentiallyConsistent)
+            }
+        case .huge(let bytes, let announced):
+            let length = announced ? "Content-Length: \(bytes)\r\n" : ""
+            guard Loopback.send(client, "HTTP/1.1 200 Stub\r\nContent-Type: text/plain\r\n\(length)Connection: close\r\n\r\n") else { return }
+            let chunk = String(repeating: "7", count: 16 * 1024)
+            var remaining = bytes
+            while remaining > 0 {
+                let piece = remaining >= chunk.utf8.count ? chunk : String(chunk.prefix(remaining))
+                guard Loopback.send(client, piece) else { return }
+                sent.add(piece.utf8.count, ordering: .sequentiallyConsistent)
+                remaining -= piece.utf8.count
+            }
+        case .redirect(let location):
+            Loopback.send(client, "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nmoved")
         }
     }
 }
@@ -114,6 +156,18 @@ public enum Loopback {
         let line = String(decoding: received.prefix { $0 != 13 }, as: UTF8.self)
         let parts = line.split(separator: " ")
         return parts.count > 1 ? String(parts[1]) : "/"
+    }
+
+    /// Sends all of `text`; `false` once the peer has gone.
+    @discardableResult
+    static func send(_ fd: Int32, _ text: String) -> Bool {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let count = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard count > 0 else { return false }
+            bytes = bytes.dropFirst(count)
+        }
+        return true
     }
 
     static func response(_ status: Int, _ body: String) -> String {

@@ -1,55 +1,85 @@
+import CCurl
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
-/// Fetches `GET {baseURL}/{number}` from a numbers-API-style service with URLSession (libcurl on
-/// Linux) and uses the plain-text body.
+/// Fetches `GET {baseURL}/{number}` from a numbers-API-style service with libcurl and uses the
+/// plain-text body.
+///
+/// A fact service's answer is hostile input: `timeout` is a deadline for the whole fetch, a body
+/// over `maxBodyBytes` is refused and no more of it is read, and no redirect is followed. Not
+/// even one to the same host: another port or scheme there can be just as internal, and a
+/// moved service is fixed by pointing the base URL at its new address.
 public struct LiveFactClient: FactClient {
+    /// The longest fact accepted, in bytes; as long as a string in state may be by default.
+    public static let maxBodyBytes = 64 * 1024
+
     public let baseURL: URL
     public let timeout: Duration
-    private let session: URLSession
+    private let loop = CurlTransferLoop()
 
     public init(baseURL: URL, timeout: Duration = .seconds(5)) {
         self.baseURL = baseURL
         self.timeout = timeout
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = timeout.seconds
-        configuration.timeoutIntervalForResource = timeout.seconds
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        session = URLSession(configuration: configuration)
     }
 
+    /// Cancelling the calling task (its session ended) stops the transfer at once.
     public func fact(about number: Int) async throws(FactError) -> String {
-        var request = URLRequest(url: baseURL.appendingPathComponent(String(number)))
-        request.timeoutInterval = timeout.seconds
-        request.setValue("text/plain", forHTTPHeaderField: "Accept")
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await session.data(for: request)
-        } catch let error as URLError {
-            throw map(error)
-        } catch {
-            throw .invalidResponse(String(describing: error))
+        let url = baseURL.appendingPathComponent(String(number)).absoluteString
+        guard let transfer = CurlTransfer(url: url, deadline: timeout, maxBodyBytes: Self.maxBodyBytes) else {
+            throw .unreachable(host: hostDescription, reason: "libcurl could not start a transfer")
         }
-        guard let http = response as? HTTPURLResponse else { throw .invalidResponse("not an HTTP response") }
-        guard (200..<300).contains(http.statusCode) else { throw .badStatus(http.statusCode) }
-        guard let text = String(data: data, encoding: .utf8) else { throw .invalidResponse("the body is not UTF-8 text") }
-        let fact = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !fact.isEmpty else { throw .emptyBody }
-        return fact
+        let loop = loop
+        let outcome = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                transfer.onFinish(continuation)
+                loop.run(transfer)
+            }
+        } onCancel: {
+            transfer.cancel()
+            loop.wake()
+        }
+        switch outcome {
+        case .cancelled:
+            throw .cancelled
+        case .tooLarge:
+            throw .tooLarge(limit: Self.maxBodyBytes)
+        case .failed(let code, let detail):
+            throw map(code, detail)
+        case .response(let status, let body, let redirect):
+            if (300..<400).contains(status), let redirect {
+                throw redirection(to: redirect)
+            }
+            guard (200..<300).contains(status) else { throw .badStatus(status) }
+            guard let text = String(validating: body, as: UTF8.self) else {
+                throw .invalidResponse("the body is not UTF-8 text")
+            }
+            let fact = text.trimmingWhitespace
+            guard !fact.isEmpty else { throw .emptyBody }
+            return fact
+        }
     }
 
-    private func map(_ error: URLError) -> FactError {
-        let host = baseURL.host.map { host in baseURL.port.map { "\(host):\($0)" } ?? host } ?? baseURL.absoluteString
-        switch error.code {
-        case .timedOut: return .timedOut(seconds: timeout.seconds)
-        case .cannotConnectToHost: return .unreachable(host: host, reason: "connection refused")
-        case .cannotFindHost, .dnsLookupFailed: return .unreachable(host: host, reason: "unknown host")
-        case .notConnectedToInternet, .networkConnectionLost: return .unreachable(host: host, reason: "no network")
-        default: return .unreachable(host: host, reason: error.localizedDescription)
+    private func redirection(to location: String) -> FactError {
+        let target = URL(string: location)
+        let targetHost = target?.host?.lowercased()
+        if let targetHost, targetHost == baseURL.host?.lowercased() {
+            return .redirected(to: location.clipped)
         }
+        return .redirectedToAnotherHost((targetHost ?? location).clipped)
+    }
+
+    private func map(_ code: CURLcode, _ detail: String) -> FactError {
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT: .timedOut(seconds: timeout.seconds)
+        case CURLE_COULDNT_CONNECT: .unreachable(host: hostDescription, reason: "connection refused")
+        case CURLE_COULDNT_RESOLVE_HOST: .unreachable(host: hostDescription, reason: "unknown host")
+        case CURLE_GOT_NOTHING, CURLE_WEIRD_SERVER_REPLY, CURLE_PARTIAL_FILE, CURLE_RECV_ERROR:
+            .invalidResponse(detail)
+        default: .unreachable(host: hostDescription, reason: detail)
+        }
+    }
+
+    private var hostDescription: String {
+        baseURL.host.map { host in baseURL.port.map { "\(host):\($0)" } ?? host } ?? baseURL.absoluteString
     }
 }
 
@@ -57,5 +87,17 @@ extension Duration {
     var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+private extension String {
+    /// The service chose this text: short enough for an alert whatever it sent.
+    var clipped: String {
+        count <= 200 ? self : prefix(200) + "…"
+    }
+
+    var trimmingWhitespace: String {
+        guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
+        return String(self[first...last])
     }
 }

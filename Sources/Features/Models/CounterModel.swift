@@ -34,6 +34,8 @@ public final class CounterModel {
     }
 
     @ObservationIgnored private let factClient: any FactClient
+    /// Apart from `factIsLoading`, which a client may overwrite with the rest of the state.
+    @ObservationIgnored private var isFetching = false
 
     public init(count: Int = 0, destination: Destination? = nil, factClient: any FactClient) {
         self.count = count
@@ -53,9 +55,16 @@ public final class CounterModel {
         destination = nil
     }
 
+    /// A tap while a fetch runs starts no other: the spinner is up, and another fetch would
+    /// only take a share of the fact service from other sessions.
     public func factButtonTapped() async {
+        guard !isFetching else { return }
+        isFetching = true
         factIsLoading = true
-        defer { factIsLoading = false }
+        defer {
+            isFetching = false
+            factIsLoading = false
+        }
         do {
             let fact = try await factClient.fact(about: count)
             guard !Task.isCancelled else { return }

@@ -498,7 +498,9 @@ public actor NavigationSession {
         nextEffectID += 1
         unfinishedEffects.insert(id)
         let task = Task.immediate { [self] in
-            await effect.operation()
+            await EffectOwner.$current.withValue(EffectOwner(self)) {
+                await effect.operation()
+            }
             self.finishEffect(id)
         }
         if unfinishedEffects.contains(id) { runningEffects[id] = task }

@@ -1,0 +1,105 @@
+import Features
+import Foundation
+@testable import NavigationCore
+import Testing
+import TestSupport
+
+/// A fact service's answer is hostile input: a deadline for the whole fetch, a cap on the body,
+/// no redirects, and a fetch that stops when its session ends. Every failure is an alert the
+/// user can act on, and the spinner always stops.
+@Suite struct FactClientBoundsTests {
+    @Test func aServiceDrippingBytesFailsAtTheDeadline() async throws {
+        // A byte every 100 ms would keep an idle timeout of 1 s from ever firing.
+        let stub = try FactStub(.drip(interval: .milliseconds(100)))
+        defer { stub.stop() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let message = try await failureAlert(LiveFactClient(baseURL: stub.baseURL, timeout: .seconds(1)))
+        let elapsed = clock.now - start
+        #expect(message == "The fact service did not answer in full within 1 seconds.")
+        #expect(elapsed < .seconds(3), "the deadline held: \(elapsed)")
+        #expect(stub.bodyBytesSent > 3, "the service was dripping")
+    }
+
+    @Test(arguments: [true, false])
+    func aBodyOverTheLimitIsRefusedAndNotRead(announced: Bool) async throws {
+        let stub = try FactStub(.huge(bytes: 200_000_000, announced: announced))
+        defer { stub.stop() }
+        let message = try await failureAlert(LiveFactClient(baseURL: stub.baseURL))
+        #expect(message == "The fact service sent more than 64 KiB; a fact must be shorter.")
+        // What socket buffers took in before the client closed: far from the 200 MB offered.
+        #expect(await eventually { stub.openConnections == 0 })
+        #expect(stub.bodyBytesSent < 32_000_000, "\(stub.bodyBytesSent) bytes were read")
+    }
+
+    @Test func aBodyOfExactlyTheLimitIsTheFact() async throws {
+        let stub = try FactStub(.huge(bytes: LiveFactClient.maxBodyBytes, announced: false))
+        defer { stub.stop() }
+        let fact = try await LiveFactClient(baseURL: stub.baseURL).fact(about: 1)
+        #expect(fact.utf8.count == 64 * 1024)
+        let over = try FactStub(.huge(bytes: LiveFactClient.maxBodyBytes + 1, announced: false))
+        defer { over.stop() }
+        await #expect(throws: FactError.tooLarge(limit: 64 * 1024)) { try await LiveFactClient(baseURL: over.baseURL).fact(about: 1) }
+    }
+
+    @Test func aRedirectToAnotherHostIsNotFollowed() async throws {
+        // 127.0.0.1 and localhost are two hosts to a URL, whatever they resolve to.
+        let elsewhere = try FactStub(.facts)
+        defer { elsewhere.stop() }
+        let stub = try FactStub(.redirect(location: "http://localhost:\(elsewhere.port)/7"))
+        defer { stub.stop() }
+        let message = try await failureAlert(LiveFactClient(baseURL: stub.baseURL))
+        #expect(message == "The fact service redirected to another host (localhost); navd never follows a redirect to another host.")
+        #expect(elsewhere.requestedPaths.isEmpty)
+    }
+
+    @Test func aRedirectWithinTheHostIsNotFollowedEither() async throws {
+        let stub = try FactStub(.redirect(location: "/moved/0"))
+        defer { stub.stop() }
+        let message = try await failureAlert(LiveFactClient(baseURL: stub.baseURL))
+        #expect(message == "The fact service redirected to http://127.0.0.1:\(stub.port)/moved/0; navd follows no redirects, so its fact service address must be updated.")
+        #expect(stub.requestedPaths == ["/0"])
+    }
+
+    @Test func endingTheSessionStopsTheFetch() async throws {
+        let stub = try FactStub(.drip(interval: .milliseconds(50)))
+        defer { stub.stop() }
+        let counter = try await Harness("counter", dependencies: Harness.dependencies(facts: LiveFactClient(baseURL: stub.baseURL, timeout: .seconds(60))))
+        let started = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        #expect(await eventually { stub.bodyBytesSent > 0 })
+        await counter.session.end(.deleted)
+        let clock = ContinuousClock()
+        let start = clock.now
+        _ = await counter.session.waitForEffects(of: started, timeout: .seconds(10))
+        // The transfer is gone: the service's next byte finds the connection closed.
+        #expect(await eventually { stub.openConnections == 0 })
+        #expect(clock.now - start < .seconds(3))
+    }
+
+    @Test func aTapWhileAFetchRunsStartsNoOther() async throws {
+        let stub = try FactStub(.drip(interval: .milliseconds(50)))
+        defer { stub.stop() }
+        var counter = try await Harness("counter", dependencies: Harness.dependencies(facts: LiveFactClient(baseURL: stub.baseURL, timeout: .milliseconds(500))))
+        let first = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        let second = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        #expect(second.events.isEmpty)
+        _ = await counter.session.waitForEffects(of: second, timeout: .seconds(10))
+        _ = await counter.session.waitForEffects(of: first, timeout: .seconds(10))
+        #expect(stub.requestedPaths == ["/0"])
+        #expect(await counter.state()["factIsLoading"] == false)
+        try await counter.sync()
+    }
+
+    /// Taps the fact button and returns what the alert says, checking that the spinner stopped
+    /// and no fact was shown.
+    private func failureAlert(_ client: LiveFactClient, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        var counter = try await Harness("counter", dependencies: Harness.dependencies(facts: client))
+        let started = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        _ = await counter.session.waitForEffects(of: started, timeout: .seconds(30))
+        let alert = try #require(await counter.tree()["presentations"]?[0], sourceLocation: sourceLocation)
+        #expect(alert["slot"] == "destination.alert", sourceLocation: sourceLocation)
+        #expect(await counter.state()["factIsLoading"] == false, sourceLocation: sourceLocation)
+        try await counter.sync(sourceLocation: sourceLocation)
+        return alert["alert"]?["message"]?.stringValue ?? ""
+    }
+}
