@@ -36,7 +36,7 @@ let package = Package(
         // glibc's malloc.h (mallopt, malloc_trim): empty elsewhere.
         .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
         // Loopback stubs shared by the test targets; never part of a product.
-        .target(name: "TestSupport", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
+        .target(name: "TestSupport", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd", dependencies: ["NavServer", "HTTP", "SessionStorage"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),

@@ -1,4 +1,6 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTP
 import NavigationCore
 import SessionStorage
@@ -239,8 +241,11 @@ final class APIHandler: HTTPHandler {
         await hosted.navigation.onRollback { events.closeAll() }
     }
 
+    /// Seconds since 1970, from the system's real-time clock.
     static func wallClock() -> Double {
-        Date().timeIntervalSince1970
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
     /// `{"version":n,"events":[{"id","event","data"}…]}`, reusing each event's encoded data.
@@ -266,7 +271,7 @@ final class APIHandler: HTTPHandler {
     /// version too large to be one this server ever issued simply does not match (412).
     static func ifMatch(_ request: HTTPRequest) throws(APIError) -> Int? {
         guard let header = request.headers["If-Match"] else { return nil }
-        var tag = Substring(header.trimmingCharacters(in: .whitespaces))
+        var tag = header.trimmingSpaces
         if tag == "*" { return nil }
         if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
         if tag.count >= 2, tag.first == "\"", tag.last == "\"" { tag = tag.dropFirst().dropLast() }

@@ -93,12 +93,12 @@ public struct CORSPolicy: Sendable, Equatable {
         guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw Refusal("\(quoted) has spaces or characters beyond ASCII (write an international host name in punycode)")
         }
-        guard let separator = text.range(of: "://") else {
+        guard let separator = text.indices.first(where: { text[$0...].hasPrefix("://") }) else {
             throw Refusal("\(quoted) is not an origin such as https://app.example.com")
         }
-        let scheme = text[..<separator.lowerBound].lowercased()
+        let scheme = text[..<separator].lowercased()
         guard scheme == "http" || scheme == "https" else { throw Refusal("\(quoted) is not an http or https origin") }
-        var rest = Substring(text[separator.upperBound...])
+        var rest = text[text.index(separator, offsetBy: 3)...]
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         guard !rest.contains(where: { "/?#".contains($0) }) else {
             throw Refusal("\(quoted) has a path, query or fragment; an origin is only scheme://host[:port]")

@@ -1,5 +1,5 @@
 import Features
-import Foundation
+import Dispatch
 import HTTP
 import NavigationCore
 import SessionStorage
@@ -157,10 +157,11 @@ public final class NavigationServer: Sendable {
     public func shutdown(within time: Duration = .seconds(4)) async {
         let deadline = ContinuousClock.now + time
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            Thread {
+            // A serial queue's work gets a thread of its own, outside the cooperative pool.
+            DispatchQueue(label: "navd.shutdown").async {
                 self.drain(until: deadline)
                 done.resume()
-            }.start()
+            }
         }
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+import Dispatch
 import NavigationCore
 import Synchronization
 #if canImport(Glibc)
@@ -142,12 +142,12 @@ final class RequestLog: Sendable {
     /// Writes the buffer out every 200 ms, on a thread of its own.
     func startWriting() {
         guard enabled else { return }
-        Thread { [self] in
+        DispatchQueue(label: "navd.log").async { [self] in
             while true {
-                Thread.sleep(forTimeInterval: 0.2)
+                usleep(200_000)
                 flush()
             }
-        }.start()
+        }
     }
 
     func flush() {
@@ -171,23 +171,9 @@ final class RequestLog: Sendable {
         }
     }
 
-    /// Writes to file descriptor 1. A closed or failing stdout must not take the server down:
-    /// the lines are lost, nothing else.
-    static let standardOutput: Output = { bytes in
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count, let base = raw.baseAddress {
-                let written = write(1, base + offset, raw.count - offset)
-                if written > 0 {
-                    offset += written
-                } else if written < 0 && errno == EINTR {
-                    continue
-                } else {
-                    return
-                }
-            }
-        }
-    }
+    /// Writes to stdout. A closed or failing stdout must not take the server down: the lines are
+    /// lost, nothing else.
+    static let standardOutput: Output = { bytes in StandardStream.output.write(bytes) }
 
     /// Milliseconds with microsecond precision.
     private static func milliseconds(_ seconds: Double) -> JSON {

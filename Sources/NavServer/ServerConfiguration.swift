@@ -1,4 +1,4 @@
-import Foundation
+import Features
 import HTTP
 import NavigationCore
 
@@ -7,7 +7,7 @@ import NavigationCore
 public struct ServerConfiguration: Sendable, Equatable {
     public var host = "127.0.0.1"
     public var port = 8080
-    public var factBaseURL = URL(string: "http://numbersapi.com")!
+    public var factBaseURL = FactServiceURL.numbersAPI
     /// A deadline for the whole fetch, connecting to last byte.
     public var factTimeout: Duration = .seconds(5)
     /// Fact fetches in flight, all sessions together and in one session.
@@ -78,7 +78,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             config.port = try integer(value, "--port", in: 0...65535)
         },
         Option(flag: "--fact-base-url", environment: "FACT_BASE_URL", value: "URL", help: "fact service; GET {url}/{n} (default http://numbersapi.com)") { config, value throws(Invalid) in
-            guard let url = URL(string: value), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host != nil else {
+            guard let url = FactServiceURL(value) else {
                 throw Invalid(description: "--fact-base-url: \"\(value)\" is not an http(s) URL")
             }
             config.factBaseURL = url
@@ -207,8 +207,8 @@ public struct ServerConfiguration: Sendable, Equatable {
             "options (flag, environment variable):",
         ]
         for option in options {
-            let flag = "  \(option.flag) \(option.value)".padding(toLength: 30, withPad: " ", startingAt: 0)
-            let environment = (option.environment ?? "").padding(toLength: 22, withPad: " ", startingAt: 0)
+            let flag = "  \(option.flag) \(option.value)".padded(to: 30)
+            let environment = (option.environment ?? "").padded(to: 22)
             lines.append("\(flag)\(environment)\(option.help)")
         }
         lines.append("  --version                                         print the version and exit")
@@ -217,7 +217,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     private static func integer(_ text: String, _ flag: String, in range: ClosedRange<Int>) throws(Invalid) -> Int {
-        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
+        guard let value = Int(text.trimmingSpaces), range.contains(value) else {
             throw Invalid(description: "\(flag): \"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)")
         }
         return value

@@ -1,6 +1,6 @@
 import CSQLite
 import Dispatch
-import Foundation
+import Glibc
 import SessionStorage
 import Synchronization
 
@@ -56,16 +56,29 @@ public final class SQLiteSessionStore: SessionStorage {
     /// Free pages worth giving back to the file system in one go, after sessions were deleted.
     private static let vacuumThreshold = 1024
 
+    /// `mkdir -p` with mode 0700 for what it creates: `nil`, or what the system said about
+    /// which part ("/srv/navd: Permission denied").
+    private static func makeDirectories(_ directory: String) -> String? {
+        var prefix = directory.hasPrefix("/") ? "/" : ""
+        for component in directory.split(separator: "/") {
+            prefix += prefix.isEmpty || prefix.hasSuffix("/") ? component : "/" + component
+            if mkdir(prefix, 0o700) == 0 { continue }
+            let error = errno
+            var info = stat()
+            guard error == EEXIST, stat(prefix, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+                return "\(prefix): \(String(cString: strerror(error == EEXIST ? ENOTDIR : error)))"
+            }
+        }
+        return nil
+    }
+
     /// Opens (or creates) the store in `directory`; refuses a file that is not navd's, one
     /// written by a newer navd, and one another process holds.
     public init(directory: String, retention: EventRetention) throws(StorageError) {
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw .cannotOpen("cannot create the data directory \(directory): \(error.localizedDescription)")
+        if let failure = Self.makeDirectories(directory) {
+            throw .cannotOpen("cannot create the data directory \(directory): \(failure)")
         }
-        path = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        path = directory.hasSuffix("/") ? directory + "navd.sqlite3" : directory + "/navd.sqlite3"
         self.retention = retention
         do {
             let database = try SQLiteDatabase(path: path)
@@ -360,8 +373,8 @@ public final class SQLiteSessionStore: SessionStorage {
     public func statistics() -> StorageStatistics {
         var statistics = counters.withLock { $0 }
         statistics.bytesOnDisk = [path, path + "-wal"].reduce(0) { total, file in
-            let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? nil
-            return total + (size ?? 0)
+            var info = stat()
+            return total + (stat(file, &info) == 0 ? Int(info.st_size) : 0)
         }
         return statistics
     }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Features
 import Foundation
 import Synchronization
 
@@ -26,7 +27,10 @@ public final class FactStub: Sendable {
     }
 
     public let port: Int
-    public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    public var baseURL: FactServiceURL {
+        guard let url = FactServiceURL("http://127.0.0.1:\(port)") else { preconditionFailure("a loopback URL parses") }
+        return url
+    }
     private let listener: Int32
     private let stopped = Atomic<Bool>(false)
     private let requests = Mutex<[String]>([])

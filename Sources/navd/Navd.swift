@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import Glibc
 import HTTP
 import NavServer
 import SessionStorage
@@ -14,7 +14,7 @@ enum Navd {
         do {
             configuration = try ServerConfiguration.parse(
                 arguments: Array(CommandLine.arguments.dropFirst()),
-                environment: ProcessInfo.processInfo.environment
+                environment: processEnvironment()
             )
         } catch is ServerConfiguration.HelpRequested {
             print(ServerConfiguration.help)
@@ -23,7 +23,7 @@ enum Navd {
             print("navd \(BuildInfo.version)")
             exit(0)
         } catch {
-            FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
+            StandardStream.error.writeLine("navd: \(error)")
             exit(2)
         }
 
@@ -35,21 +35,21 @@ enum Navd {
         do {
             storage = try NavigationServer.openStorage(configuration)
         } catch {
-            FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
+            StandardStream.error.writeLine("navd: \(error)")
             exit(2)
         }
         let server = NavigationServer(configuration: configuration, storage: storage)
         switch waitFor({ try await server.start() }) {
         case .success: break
         case .failure(let error as StorageError):
-            FileHandle.standardError.write(Data("navd: \(error)\n".utf8))
+            StandardStream.error.writeLine("navd: \(error)")
             exit(2)
         case .failure(let error as HTTPServerError) where error.isUnusableSetting:
             // Not an address of this machine, or a port it may not take: a setting to fix.
-            FileHandle.standardError.write(Data("navd: --host/--port: \(error)\n".utf8))
+            StandardStream.error.writeLine("navd: --host/--port: \(error)")
             exit(2)
         case .failure(let error):
-            FileHandle.standardError.write(Data("navd: cannot listen on \(configuration.host):\(configuration.port): \(error)\n".utf8))
+            StandardStream.error.writeLine("navd: cannot listen on \(configuration.host):\(configuration.port): \(error)")
             exit(1)
         }
         let termination = Termination(server: server, grace: configuration.shutdownGrace) {
@@ -70,5 +70,19 @@ enum Navd {
         }
         done.wait()
         return outcome.withLock { $0 }
+    }
+
+    /// `NAME=value` pairs from `environ`; a pair without `=` is skipped.
+    private static func processEnvironment() -> [String: String] {
+        var environment: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let pair = String(cString: pointer)
+            if let equals = pair.firstIndex(of: "=") {
+                environment[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+            }
+            entry += 1
+        }
+        return environment
     }
 }

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import Glibc
 import NavServer
 import Synchronization
 
@@ -60,7 +60,8 @@ final class Termination: Sendable {
 
     private func received() {
         if signalsSeen.add(1, ordering: .relaxed).newValue == 1 {
-            Thread { self.run() }.start()
+            // A serial queue's work gets a thread of its own, outside the cooperative pool.
+            DispatchQueue(label: "navd.termination").async { self.run() }
         } else {
             hurry.signal()
         }
@@ -72,11 +73,14 @@ final class Termination: Sendable {
             _ = hurry.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(grace)))
         }
         let drainStart = ContinuousClock.now
-        Thread {
-            Thread.sleep(forTimeInterval: Double(Self.nanoseconds(Self.hardLimit)) / 1e9)
-            FileHandle.standardError.write(Data("navd: shutdown did not finish in time; exiting anyway\n".utf8))
+        DispatchQueue(label: "navd.watchdog").async {
+            var request = timespec(tv_sec: Self.nanoseconds(Self.hardLimit) / 1_000_000_000,
+                                   tv_nsec: Self.nanoseconds(Self.hardLimit) % 1_000_000_000)
+            var remaining = timespec()
+            while nanosleep(&request, &remaining) != 0, errno == EINTR { request = remaining }
+            StandardStream.error.writeLine("navd: shutdown did not finish in time; exiting anyway")
             _exit(1)
-        }.start()
+        }
         server.drain(until: drainStart + Self.drainTime)
         stopped()
         exit(0)

@@ -371,6 +371,15 @@ final class MemoryJournal: SessionJournal {
         }
     }
 
+    /// RFC 6901: `~1` is `/` and `~0` is `~`, read in one pass, so `~01` names the key `~1`.
+    @Test func pointerEscapesFollowRFC6901() throws {
+        let document = json(#"{"a/b":0,"m~n":0,"~1":0,"~":0}"#)
+        let patch = json(#"[{"op":"replace","path":"/a~1b","value":1},{"op":"replace","path":"/m~0n","value":2},{"op":"replace","path":"/~01","value":3},{"op":"replace","path":"/~0","value":4}]"#)
+        #expect(try JSONPatch.apply(patch, to: document) == json(#"{"a/b":1,"m~n":2,"~1":3,"~":4}"#))
+        #expect(JSONPatch.diff(from: document, to: json(#"{"a/b":0,"m~n":0,"~1":5,"~":0}"#))
+                == json(#"[{"op":"replace","path":"/~01","value":5}]"#))
+    }
+
     @Test func aPushOntoALongPathWritesOnlyTheNewElement() {
         let path = JSON.array((0..<1000).map { .object(JSONObject([("counter", .object(JSONObject([("count", .int($0))])))])) })
         var longer = path.arrayValue ?? []

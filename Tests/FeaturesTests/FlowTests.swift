@@ -140,7 +140,7 @@ import TestSupport
 
     @Test func counter_factFailureWhenTheServiceIsUnreachable() async throws {
         let port = try Loopback.closedPort()
-        let client = LiveFactClient(baseURL: try #require(URL(string: "http://127.0.0.1:\(port)")))
+        let client = LiveFactClient(baseURL: try #require(FactServiceURL("http://127.0.0.1:\(port)")))
         try await expectFailureAlert(client) { $0.contains("connection refused") }
     }
 

@@ -29,6 +29,22 @@ import Testing
                            events: events.map { StoredEvent(sequence: $0, kind: "state", data: Array(data.utf8)) })
     }
 
+    @Test func theDataDirectoryIsCreatedWithItsParentsPrivateToNavd() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let nested = directory + "/a/b/"
+        try SQLiteSessionStore(directory: nested, retention: retention).close()
+        let attributes = try FileManager.default.attributesOfItem(atPath: directory + "/a/b")
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        #expect(FileManager.default.fileExists(atPath: nested + "navd.sqlite3"))
+        // A file where a directory should be is refused, and says which.
+        #expect(FileManager.default.createFile(atPath: directory + "/file", contents: Data()))
+        #expect {
+            try SQLiteSessionStore(directory: directory + "/file/store", retention: retention)
+        } throws: { error in
+            "\(error)".contains("\(directory)/file: Not a directory")
+        }
+    }
+
     @Test func whatIsCommittedComesBackAfterAReopen() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try open()

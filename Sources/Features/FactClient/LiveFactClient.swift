@@ -1,5 +1,4 @@
 import CCurl
-import Foundation
 
 /// Fetches `GET {baseURL}/{number}` from a numbers-API-style service with libcurl and uses the
 /// plain-text body.
@@ -12,20 +11,20 @@ public struct LiveFactClient: FactClient {
     /// The longest fact accepted, in bytes; as long as a string in state may be by default.
     public static let maxBodyBytes = 64 * 1024
 
-    public let baseURL: URL
+    public let baseURL: FactServiceURL
     public let timeout: Duration
     private let loop = CurlTransferLoop()
 
-    public init(baseURL: URL, timeout: Duration = .seconds(5)) {
+    public init(baseURL: FactServiceURL, timeout: Duration = .seconds(5)) {
         self.baseURL = baseURL
         self.timeout = timeout
     }
 
     /// Cancelling the calling task (its session ended) stops the transfer at once.
     public func fact(about number: Int) async throws(FactError) -> String {
-        let url = baseURL.appendingPathComponent(String(number)).absoluteString
+        let url = baseURL.url(for: number)
         guard let transfer = CurlTransfer(url: url, deadline: timeout, maxBodyBytes: Self.maxBodyBytes) else {
-            throw .unreachable(host: hostDescription, reason: "libcurl could not start a transfer")
+            throw .unreachable(host: baseURL.authority, reason: "libcurl could not start a transfer")
         }
         let loop = loop
         let outcome = await withTaskCancellationHandler {
@@ -59,9 +58,8 @@ public struct LiveFactClient: FactClient {
     }
 
     private func redirection(to location: String) -> FactError {
-        let target = URL(string: location)
-        let targetHost = target?.host?.lowercased()
-        if let targetHost, targetHost == baseURL.host?.lowercased() {
+        let targetHost = FactServiceURL.host(of: location)
+        if let targetHost, targetHost == baseURL.host {
             return .redirected(to: location.clipped)
         }
         return .redirectedToAnotherHost((targetHost ?? location).clipped)
@@ -70,17 +68,14 @@ public struct LiveFactClient: FactClient {
     private func map(_ code: CURLcode, _ detail: String) -> FactError {
         switch code {
         case CURLE_OPERATION_TIMEDOUT: .timedOut(seconds: timeout.seconds)
-        case CURLE_COULDNT_CONNECT: .unreachable(host: hostDescription, reason: "connection refused")
-        case CURLE_COULDNT_RESOLVE_HOST: .unreachable(host: hostDescription, reason: "unknown host")
+        case CURLE_COULDNT_CONNECT: .unreachable(host: baseURL.authority, reason: "connection refused")
+        case CURLE_COULDNT_RESOLVE_HOST: .unreachable(host: baseURL.authority, reason: "unknown host")
         case CURLE_GOT_NOTHING, CURLE_WEIRD_SERVER_REPLY, CURLE_PARTIAL_FILE, CURLE_RECV_ERROR:
             .invalidResponse(detail)
-        default: .unreachable(host: hostDescription, reason: detail)
+        default: .unreachable(host: baseURL.authority, reason: detail)
         }
     }
 
-    private var hostDescription: String {
-        baseURL.host.map { host in baseURL.port.map { "\(host):\($0)" } ?? host } ?? baseURL.absoluteString
-    }
 }
 
 extension Duration {

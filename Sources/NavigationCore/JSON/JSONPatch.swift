@@ -116,7 +116,7 @@ public enum JSONPatch {
         if pointer.isEmpty { return [] }
         guard pointer.hasPrefix("/") else { throw Failure(description: "\(pointer) is not a JSON Pointer") }
         return pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map {
-            String($0).replacingAll("~1", with: "/").replacingAll("~0", with: "~")
+            String($0).pointerUnescaped
         }
     }
 
@@ -179,9 +179,25 @@ public enum JSONPatch {
     }
 }
 
+/// RFC 6901's escapes read a character at a time: the standard library's own loop, not the
+/// string-processing module's `split(separator:)` (which would bring its regex engine into the binary).
 private extension String {
-    func replacingAll(_ target: String, with replacement: String) -> String {
-        guard contains(target) else { return self }
-        return split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    /// `~1` as `/` and `~0` as `~`, in one pass, so `~01` is `~1`; any other `~` stays.
+    var pointerUnescaped: String {
+        var unescaped = ""
+        var afterTilde = false
+        for character in self {
+            if afterTilde {
+                afterTilde = false
+                switch character {
+                case "0": unescaped.append("~"); continue
+                case "1": unescaped.append("/"); continue
+                default: unescaped.append("~")
+                }
+            }
+            if character == "~" { afterTilde = true } else { unescaped.append(character) }
+        }
+        if afterTilde { unescaped.append("~") }
+        return unescaped
     }
 }

@@ -1,0 +1,31 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// stdout and stderr, written with write(2): all of the bytes, retried after a signal or a short
+/// write. A closed stream (navd ignores SIGPIPE) loses them and nothing else.
+public enum StandardStream: Int32, Sendable {
+    case output = 1
+    case error = 2
+
+    public func write(_ bytes: [UInt8]) {
+        var offset = 0
+        bytes.withUnsafeBytes { buffer in
+            while offset < buffer.count {
+                let written = Glibc.write(rawValue, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
+                if written > 0 {
+                    offset += written
+                } else if written < 0, errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
+        }
+    }
+
+    /// `line` and a newline.
+    public func writeLine(_ line: String) {
+        write(Array(line.utf8) + [0x0A])
+    }
+}
