@@ -17,7 +17,7 @@
 # `nice -n 19`: podman build and the containers inherit the niceness.
 #
 # Environment: NAVD_VERIFY_IMAGE (tag to build, default navd:verify), NAVD_VERIFY_MAX_MB (size
-# limit, default 150, as podman counts it: uncompressed layer tars, a few MB more than Docker's
+# limit, default 100, as podman counts it: uncompressed layer tars, a few MB more than Docker's
 # figure), SWIFT_TOOLCHAIN, DEBIAN_MIRROR / DEBIAN_SECURITY_MIRROR (override the mirrors read
 # from apt's sources), NAVD_VERIFY_REBUILD_BASE=1, NAVD_VERIFY_NO_CACHE=1 (build the Dockerfile
 # with --no-cache: a cold build of navd's image on cached base images).
@@ -31,7 +31,7 @@ image=${NAVD_VERIFY_IMAGE:-navd:verify}
 debian_image=docker.io/library/debian:bookworm-slim
 swift_image=docker.io/library/swift:6.3-bookworm
 swift_short=swift:6.3-bookworm
-max_mb=${NAVD_VERIFY_MAX_MB:-150}
+max_mb=${NAVD_VERIFY_MAX_MB:-100}
 max_stop_seconds=5
 
 container=navd-verify-$$
