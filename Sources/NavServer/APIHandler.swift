@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import HTTP
 import NavigationCore
 import SessionStorage
@@ -241,11 +238,8 @@ final class APIHandler: HTTPHandler {
         await hosted.navigation.onRollback { events.closeAll() }
     }
 
-    /// Seconds since 1970, from the system's real-time clock.
     static func wallClock() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        secondsSince1970()
     }
 
     /// `{"version":n,"events":[{"id","event","data"}…]}`, reusing each event's encoded data.

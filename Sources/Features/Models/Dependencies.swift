@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
+import NavigationCore
 
 /// What models need from outside: the fact service and the delays a client can wait out.
 ///
@@ -19,7 +15,7 @@ public struct FeatureDependencies: Sendable {
     public var wallClock: @Sendable () -> Double
 
     public init(factClient: any FactClient, connectDelay: Duration = .seconds(1), alertDismissDelay: Duration = .seconds(3),
-                wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+                wallClock: @escaping @Sendable () -> Double = secondsSince1970) {
         self.factClient = factClient
         self.connectDelay = connectDelay
         self.alertDismissDelay = alertDismissDelay
