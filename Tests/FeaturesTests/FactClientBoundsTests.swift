@@ -1,5 +1,6 @@
 import Features
 import Foundation
+import Synchronization
 @testable import NavigationCore
 import Testing
 import TestSupport
@@ -87,6 +88,25 @@ import TestSupport
         try await counter.sync()
     }
 
+    /// The per-session cap tells sessions apart by the owner each session binds around its
+    /// effects; the effect itself stays on the session's executor, inside the transaction.
+    @Test func anEffectKnowsItsSessionAndRunsInItsTransaction() async throws {
+        let recorder = OwnerRecorder()
+        var sessions: [Harness] = []
+        for _ in 0..<2 {
+            var counter = try await Harness("counter", dependencies: Harness.dependencies(facts: recorder))
+            let started = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+            // The synchronous part (the spinner) is this transaction's, not a later batch's.
+            #expect(started.events.map(\.data) == [json(#"{"feature":"root","changes":{"factIsLoading":true}}"#)])
+            _ = await counter.session.waitForEffects(of: started, timeout: .seconds(10))
+            try await counter.sync()
+            sessions.append(counter)
+        }
+        let owners = recorder.owners
+        #expect(owners.count == 2 && !owners.contains(nil))
+        #expect(Set(owners.compactMap { $0 }).count == 2)
+    }
+
     /// Taps the fact button and returns what the alert says, checking that the spinner stopped
     /// and no fact was shown.
     private func failureAlert(_ client: LiveFactClient, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
@@ -98,5 +118,19 @@ import TestSupport
         #expect(await counter.state()["factIsLoading"] == false, sourceLocation: sourceLocation)
         try await counter.sync(sourceLocation: sourceLocation)
         return alert["alert"]?["message"]?.stringValue ?? ""
+    }
+}
+
+/// Answers at once and remembers which session asked.
+private final class OwnerRecorder: FactClient {
+    private let seen = Mutex<[EffectOwner?]>([])
+
+    var owners: [EffectOwner?] { seen.withLock { $0 } }
+
+    func fact(about number: Int) async throws(FactError) -> String {
+        seen.withLock { $0.append(EffectOwner.current) }
+        // Answers later, as a service does, so the tap's own transaction ends first.
+        await Task.yield()
+        return "\(number) is recorded."
     }
 }

@@ -497,11 +497,13 @@ public actor NavigationSession {
         let id = nextEffectID
         nextEffectID += 1
         unfinishedEffects.insert(id)
-        let task = Task.immediate { [self] in
-            await EffectOwner.$current.withValue(EffectOwner(self)) {
+        // The owner is bound around the task's creation, which copies it: the async `withValue`
+        // would run the effect off this actor, and after this transaction rather than in it.
+        let task = EffectOwner.$current.withValue(EffectOwner(self)) {
+            Task.immediate { [self] in
                 await effect.operation()
+                self.finishEffect(id)
             }
-            self.finishEffect(id)
         }
         if unfinishedEffects.contains(id) { runningEffects[id] = task }
         return id
