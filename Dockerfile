@@ -21,7 +21,7 @@ COPY Sources ./Sources
 # relative relocations are packed as DT_RELR (-z pack-relative-relocs): .rela.dyn shrinks from
 # 1.9 MB to 34 kB, the binary stays position-independent (ASLR kept), and bookworm's glibc 2.36
 # understands DT_RELR. --gc-sections needs no flag: SwiftPM passes it to every release link.
-# Stripped: the symbol table and DWARF are 9 MB of the 16.9 MB binary; 7.9 MB are left (it was
+# Stripped: the symbol table and DWARF are about half of the binary; 8 MB are left (it was
 # 57.7 MB, 34 MB of it ICU data, while navd imported Foundation). Crash backtraces show
 # addresses; symbolicate them against an unstripped build of the same commit and flags.
 # `navd --help` proves the binary loads and runs before it leaves the build stage.
