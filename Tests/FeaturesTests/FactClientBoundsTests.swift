@@ -17,7 +17,7 @@ import TestSupport
         defer { stub.stop() }
         let message = try await failureAlert(LiveFactClient(baseURL: stub.baseURL, timeout: .seconds(1)))
         #expect(message == "The fact service did not answer in full within 1 seconds.")
-        #expect(await eventually { stub.openConnections == 0 }, "the transfer was closed")
+        #expect(await eventually(within: .seconds(20)) { stub.openConnections == 0 }, "the transfer was closed")
         #expect((1..<200).contains(stub.bodyBytesSent), "\(stub.bodyBytesSent) of 1000 bytes were taken")
     }
 
@@ -28,7 +28,7 @@ import TestSupport
         let message = try await failureAlert(LiveFactClient(baseURL: stub.baseURL))
         #expect(message == "The fact service sent more than 64 KiB; a fact must be shorter.")
         // What socket buffers took in before the client closed: far from the 200 MB offered.
-        #expect(await eventually { stub.openConnections == 0 })
+        #expect(await eventually(within: .seconds(20)) { stub.openConnections == 0 })
         #expect(stub.bodyBytesSent < 32_000_000, "\(stub.bodyBytesSent) bytes were read")
     }
 
@@ -66,12 +66,13 @@ import TestSupport
         defer { stub.stop() }
         let counter = try await Harness("counter", dependencies: Harness.dependencies(facts: LiveFactClient(baseURL: stub.baseURL, timeout: .seconds(60))))
         let started = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
-        #expect(await eventually { stub.bodyBytesSent > 0 })
+        // Generous: the whole suite runs in parallel on two cores.
+        #expect(await eventually(within: .seconds(20)) { stub.bodyBytesSent > 0 })
         await counter.session.end(.deleted)
         _ = await counter.session.waitForEffects(of: started, timeout: .seconds(10))
         // The transfer is gone: the service's next byte finds the connection closed, long
         // before the 60 s deadline or the 50 s the body would take.
-        #expect(await eventually { stub.openConnections == 0 })
+        #expect(await eventually(within: .seconds(20)) { stub.openConnections == 0 })
     }
 
     @Test func aTapWhileAFetchRunsStartsNoOther() async throws {

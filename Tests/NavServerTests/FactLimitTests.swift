@@ -23,7 +23,7 @@ import TestSupport
         for counter in counters.prefix(2) {
             #expect(try await client.act(id, token: token, "factButtonTapped", target: counter).status == 200)
         }
-        #expect(await eventually { slow.requestedPaths.count == 2 })
+        #expect(await eventually(within: .seconds(20)) { slow.requestedPaths.count == 2 })
 
         let refused = try await client.act(id, token: token, "factButtonTapped", target: counters[2], query: "?wait=true")
         #expect(refused.status == 200)
@@ -38,10 +38,10 @@ import TestSupport
         // Another session still gets its fetch.
         let (other, otherToken) = try await server.session("counter")
         #expect(try await client.act(other, token: otherToken, "factButtonTapped").status == 200)
-        #expect(await eventually { slow.requestedPaths.count == 3 })
+        #expect(await eventually(within: .seconds(20)) { slow.requestedPaths.count == 3 })
         await server.stop()
         // Ending the sessions stopped their transfers.
-        #expect(await eventually { slow.openConnections == 0 })
+        #expect(await eventually(within: .seconds(20)) { slow.openConnections == 0 })
     }
 
     @Test func overTheServersCapAFetchIsRefusedWithAnAlert() async throws {
@@ -57,7 +57,7 @@ import TestSupport
             let (id, token) = try await server.session("counter")
             #expect(try await client.act(id, token: token, "factButtonTapped").status == 200)
         }
-        #expect(await eventually { slow.requestedPaths.count == 2 })
+        #expect(await eventually(within: .seconds(20)) { slow.requestedPaths.count == 2 })
 
         let (id, token) = try await server.session("counter")
         let refused = try await client.act(id, token: token, "factButtonTapped", query: "?wait=true")
@@ -73,7 +73,7 @@ import TestSupport
         let metrics = try await client.request("GET", "/metrics").text
         #expect(metrics.contains(#"navd_fact_fetches_total{outcome="busy"} 1"#))
         await server.stop()
-        #expect(await eventually { slow.openConnections == 0 })
+        #expect(await eventually(within: .seconds(20)) { slow.openConnections == 0 })
     }
 
     @Test func theCapsAreFlagsAndEnvironmentVariables() throws {
