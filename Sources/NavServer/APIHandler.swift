@@ -1,6 +1,7 @@
 import HTTP
 import NavigationCore
 import SessionStorage
+import WebClient
 
 /// Routes requests to the sessions: authenticates, validates the request on the loop thread,
 /// then runs the transaction on the session's executor and answers from there.
@@ -64,6 +65,9 @@ final class APIHandler: HTTPHandler {
                                      body: Array((metrics.render(sessionsOpen: store.count) + persistence.renderMetrics()).utf8)))
         case .features:
             answer.send(.json(status: 200, catalog.description.bytes))
+        case .asset:
+            guard let asset = WebAsset.all[parameters[0]] else { throw APIError(404, "not_found", "no such endpoint: \(request.path)") }
+            answer.send(StaticFiles.response(asset, request))
         case .sessions:
             try createSession(request, answer)
         default:

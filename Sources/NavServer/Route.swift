@@ -1,12 +1,14 @@
+import WebClient
+
 /// The API's routes, matched on path segments.
 enum Route: String, Sendable, CaseIterable {
-    case healthz, readyz, metrics, features
+    case healthz, readyz, metrics, features, asset
     case sessions, session, navigation, state, actions, binding, dismiss, pop, push, events, streamTickets
 
     /// The methods each route answers; `HEAD` goes with every `GET`.
     var methods: [String] {
         switch self {
-        case .healthz, .readyz, .metrics, .features, .navigation, .events: ["GET", "HEAD"]
+        case .healthz, .readyz, .metrics, .features, .asset, .navigation, .events: ["GET", "HEAD"]
         case .sessions, .actions, .dismiss, .pop, .push, .streamTickets: ["POST"]
         case .session: ["GET", "HEAD", "DELETE"]
         case .state, .binding: ["PUT"]
@@ -25,6 +27,8 @@ enum Route: String, Sendable, CaseIterable {
             case "metrics": return (.metrics, [])
             case "features": return (.features, [])
             case "sessions": return (.sessions, [])
+            // The inspector page, the JavaScript client and the page's files.
+            case _ where WebAsset.all["/" + segments[0]] != nil: return (.asset, ["/" + segments[0]])
             default: return nil
             }
         case 2 where segments[0] == "sessions" && !segments[1].isEmpty:
