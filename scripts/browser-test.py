@@ -430,7 +430,8 @@ def dropped_connection(tab, sid, token):
     tab.screenshot("resumed")
 
 
-os.makedirs(ARTIFACTS, exist_ok=True)
+shutil.rmtree(ARTIFACTS, ignore_errors=True)  # only this run's screenshots
+os.makedirs(ARTIFACTS)
 navd = Navd()
 browser = Browser()
 try:
