@@ -31,8 +31,15 @@ let package = Package(
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // HTTP/1.1 and server-sent events on non-blocking sockets. Knows nothing of navigation.
         .target(name: "HTTP", swiftSettings: swiftSettings),
+        // The browser inspector and the JavaScript client module, embedded into the binary at build time.
+        .target(name: "WebClient", resources: [
+            .embedInCode("Resources/navd-client.js"),
+            .embedInCode("Resources/index.html"),
+            .embedInCode("Resources/inspector.js"),
+            .embedInCode("Resources/inspector.css"),
+        ], swiftSettings: swiftSettings),
         // Sessions, routes, configuration and metrics: wires the core and the features to HTTP.
-        .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP", "SessionStorage", "SQLiteStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
+        .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP", "WebClient", "SessionStorage", "SQLiteStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
         // glibc's malloc.h (mallopt, malloc_trim): empty elsewhere.
         .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
         // Loopback stubs shared by the test targets; never part of a product.
@@ -43,7 +50,7 @@ let package = Package(
         .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "SessionStorageTests", dependencies: ["SessionStorage", "SQLiteStorage"], swiftSettings: swiftSettings),
-        .testTarget(name: "NavServerTests", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "NavServerTests", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP", "TestSupport", "WebClient"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -285,14 +285,15 @@ PY
 # --- schemathesis -----------------------------------------------------------------------------
 # Expected statuses beyond schemathesis' defaults, because the API is stateful: schema-valid
 # data may name a feature that is not on screen (409), carry an If-Match of another version
-# (412), or send an action, binding or state the feature does not have (422). A precondition is
+# (412), or send an action, binding or state the feature does not have (422); an If-None-Match
+# naming a file's current tag (or `*`) is rightly 304. A precondition is
 # checked before the body's meaning, so invalid data may also get 412.
 cat >"$work/schemathesis.toml" <<'TOML'
 [parameters]
 "path.id" = "${NAVD_SESSION_ID}"
 
 [checks.positive_data_acceptance]
-expected-statuses = ["2xx", "401", "404", "409", "412", "422"]
+expected-statuses = ["2xx", "304", "401", "404", "409", "412", "422"]
 
 [checks.negative_data_rejection]
 expected-statuses = ["400", "401", "404", "405", "409", "412", "413", "414", "415", "422", "431"]

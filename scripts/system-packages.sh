@@ -2,11 +2,12 @@
 # Installs the Debian packages navd builds against when any is missing: the system libraries
 # reached through system-library targets (SQLite for the session store, OpenSSL's libcrypto
 # for token hashes, libcurl for the fact service). With --test, also what the test command
-# uses (prometheus, for promtool). Called by scripts/serve.sh and scripts/test.sh (--test); a
-# no-op when everything is there.
+# uses: prometheus (for promtool), Node.js (the JavaScript client's tests), Chromium and its
+# driver (the inspector's browser tests). Called by scripts/serve.sh and scripts/test.sh
+# (--test); a no-op when everything is there.
 set -euo pipefail
 packages=(libsqlite3-dev libssl-dev libcurl4-openssl-dev pkg-config)
-if [[ ${1:-} == --test ]]; then packages+=(prometheus); fi
+if [[ ${1:-} == --test ]]; then packages+=(prometheus nodejs chromium chromium-driver); fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

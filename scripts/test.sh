@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the Swift suites (unit, model-level, property and end-to-end over loopback,
 # built with warnings as errors), the process tests again against the release binary,
+# the JavaScript client's tests (node) and the inspector in a headless Chromium (about 10 s),
 # schemathesis against a live navd with openapi.yaml, promtool on a live navd's /metrics, and a
 # kill -9 crash test of the store. Nothing reaches the internet: the fact
 # service is a loopback stub or a closed port. Ends with one line: "tests: N passed, N failed".
@@ -15,11 +16,14 @@ swift test --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
 swift build -c release --product navd -Xswiftc -warnings-as-errors
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" \
   swift test --skip-build --disable-xctest -Xswiftc -warnings-as-errors --filter ProcessTests 2>&1 | tee -a "$log"
+# The JavaScript client on recorded event sequences, then the inspector page in a real browser.
+node --test Tests/JavaScript/ 2>&1 | tee -a "$log"
+python3 scripts/browser-test.py .build/debug/navd
 scripts/schemathesis.sh .build/debug/navd
 scripts/check-metrics.sh .build/debug/navd
 # kill -9 in the middle of traffic, 20 times, against the release binary (about 30 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 20
 
-# Swift Testing's summaries; any failure has already stopped the script (set -e, pipefail).
-passed=$(sed -n 's/.*Test run with \([0-9]*\) tests\{0,1\} in .* passed.*/\1/p' "$log" | awk '{ sum += $1 } END { print sum + 0 }')
+# Swift Testing's and node's summaries; any failure has already stopped the script (set -e, pipefail).
+passed=$(sed -n -e 's/.*Test run with \([0-9]*\) tests\{0,1\} in .* passed.*/\1/p' -e 's/^# pass \([0-9]*\)$/\1/p' "$log" | awk '{ sum += $1 } END { print sum + 0 }')
 echo "tests: ${passed:-0} passed, 0 failed"

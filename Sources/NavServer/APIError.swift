@@ -35,6 +35,8 @@ struct APIError: Error {
 
     static let unauthorized = APIError(401, "unauthorized", "a valid bearer token for this session is required",
                                        headers: ["WWW-Authenticate": "Bearer"])
+    static let invalidTicket = APIError(401, "unauthorized", "the stream ticket is unknown, used or expired; ask POST /sessions/{id}/stream-tickets for a new one",
+                                        headers: ["WWW-Authenticate": "Bearer"])
     static func overCapacity(sessions limit: Int) -> APIError {
         APIError(503, "over_capacity", "the server hosts its maximum of \(limit) sessions", headers: ["Retry-After": "1"])
     }

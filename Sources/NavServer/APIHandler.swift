@@ -1,6 +1,7 @@
 import HTTP
 import NavigationCore
 import SessionStorage
+import WebClient
 
 /// Routes requests to the sessions: authenticates, validates the request on the loop thread,
 /// then runs the transaction on the session's executor and answers from there.
@@ -64,6 +65,9 @@ final class APIHandler: HTTPHandler {
                                      body: Array((metrics.render(sessionsOpen: store.count) + persistence.renderMetrics()).utf8)))
         case .features:
             answer.send(.json(status: 200, catalog.description.bytes))
+        case .asset:
+            guard let asset = WebAsset.all[parameters[0]] else { throw APIError(404, "not_found", "no such endpoint: \(request.path)") }
+            answer.send(StaticFiles.response(asset, request))
         case .sessions:
             try createSession(request, answer)
         default:
@@ -73,12 +77,17 @@ final class APIHandler: HTTPHandler {
         }
     }
 
+    /// The `Authorization` header counts when present; otherwise the event stream also takes a
+    /// one-time `?ticket=` (used up by `GET`, only checked by `HEAD`) or the token as `?token=`.
     private func authorize(_ id: String, _ request: HTTPRequest, allowQueryToken: Bool) throws(APIError) -> HostedSession {
         guard let hosted = store.session(id) else { throw .unknownSession(id) }
         var token: String?
         if let header = request.headers["Authorization"] {
             let parts = header.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" { token = String(parts[1]).filter { $0 != " " } }
+        } else if allowQueryToken, let ticket = request.queryValue("ticket") {
+            guard hosted.tickets.redeem(ticket, consume: request.method == "GET") else { throw .invalidTicket }
+            return hosted
         } else if allowQueryToken {
             token = request.queryValue("token")
         }
@@ -158,6 +167,13 @@ final class APIHandler: HTTPHandler {
             Task { answer.send(.json(status: 200, await session.navigation().bytes)) }
         case (.events, _):
             try openStream(hosted, request, answer)
+        case (.streamTickets, _):
+            let body = JSON.object(JSONObject([
+                ("ticket", .string(hosted.tickets.issue())),
+                ("expiresIn", .int(Int(StreamTickets.lifetime.components.seconds))),
+            ]))
+            // A credential: no cache may keep it.
+            answer.send(.json(status: 201, body.bytes, headers: ["Cache-Control": "no-store"]))
         default:
             try mutate(route, parameters, session, request, answer)
         }

@@ -18,13 +18,17 @@ struct Answer: Sendable {
     /// apart from ordinary requests.
     private var waits = false
 
+    /// Query parameters that carry a credential (the token for curl, a stream ticket for
+    /// `EventSource`): never kept, so no log line can show them, in any spelling of their name.
+    static let credentials: Set<String> = ["token", "ticket"]
+
     init(request: HTTPRequest, responder: HTTPResponder, route: Route?, started: ContinuousClock.Instant, handler: APIHandler) {
         // Two ids would be ambiguous: a fresh one is used instead.
         let ids = request.headers.values(RequestID.header)
         self.requestID = RequestID.of(ids.count == 1 ? ids[0] : nil)
         self.method = request.method
         self.path = request.path
-        self.query = request.query
+        self.query = request.query.filter { !Self.credentials.contains($0.name.lowercased()) }
         self.origin = request.headers["Origin"]
         self.responder = responder
         self.route = route

@@ -9,6 +9,8 @@ final class HostedSession: Sendable {
     let feature: String
     let navigation: NavigationSession
     let events: SessionEvents
+    /// One-time credentials for `?ticket=` on the event stream; in memory only.
+    let tickets = StreamTickets()
     /// Only the token's hash is kept, in memory as on disk.
     let tokenHash: [UInt8]
     private let lastActive: Atomic<Int64>

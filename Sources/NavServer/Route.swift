@@ -1,13 +1,15 @@
+import WebClient
+
 /// The API's routes, matched on path segments.
 enum Route: String, Sendable, CaseIterable {
-    case healthz, readyz, metrics, features
-    case sessions, session, navigation, state, actions, binding, dismiss, pop, push, events
+    case healthz, readyz, metrics, features, asset
+    case sessions, session, navigation, state, actions, binding, dismiss, pop, push, events, streamTickets
 
     /// The methods each route answers; `HEAD` goes with every `GET`.
     var methods: [String] {
         switch self {
-        case .healthz, .readyz, .metrics, .features, .navigation, .events: ["GET", "HEAD"]
-        case .sessions, .actions, .dismiss, .pop, .push: ["POST"]
+        case .healthz, .readyz, .metrics, .features, .asset, .navigation, .events: ["GET", "HEAD"]
+        case .sessions, .actions, .dismiss, .pop, .push, .streamTickets: ["POST"]
         case .session: ["GET", "HEAD", "DELETE"]
         case .state, .binding: ["PUT"]
         }
@@ -25,6 +27,8 @@ enum Route: String, Sendable, CaseIterable {
             case "metrics": return (.metrics, [])
             case "features": return (.features, [])
             case "sessions": return (.sessions, [])
+            // The inspector page, the JavaScript client and the page's files.
+            case _ where WebAsset.all["/" + segments[0]] != nil: return (.asset, ["/" + segments[0]])
             default: return nil
             }
         case 2 where segments[0] == "sessions" && !segments[1].isEmpty:
@@ -35,6 +39,7 @@ enum Route: String, Sendable, CaseIterable {
             case "state": return (.state, [segments[1]])
             case "actions": return (.actions, [segments[1]])
             case "events": return (.events, [segments[1]])
+            case "stream-tickets": return (.streamTickets, [segments[1]])
             default: return nil
             }
         case 5 where segments[0] == "sessions" && !segments[1].isEmpty && !segments[3].isEmpty:

@@ -1,0 +1,415 @@
+// navd's JavaScript client: a live mirror of one session's navigation tree, and the session's
+// mutating endpoints. An ES module with no dependencies and no build step; navd serves it as
+// GET /client.js. Runs in browsers, and in Node 20+ given an EventSource implementation.
+//
+//   import { connect, createSession } from "/client.js";
+//   const { id, token } = await createSession(location.origin, "counter");
+//   const session = connect(location.origin, { id, token });
+//   session.subscribe(() => render(session.tree, session.connection));
+//   await session.perform("root", "incrementButtonTapped");
+//
+// The token never appears in a URL: every stream (and every reconnection) opens with a one-time
+// ticket from POST /sessions/{id}/stream-tickets, and resumes with ?lastEventId= so nothing is
+// missed or applied twice.
+
+/** The event types of API.md, in the order a client must handle them. */
+export const EVENT_TYPES = ["snapshot", "present", "dismiss", "push", "pop", "state", "end"];
+
+/** An answer of navd that is not a success: `status`, and API.md's error `code` and `message`. */
+export class NavdError extends Error {
+  constructor(status, code, message) {
+    super(`${status} ${code}: ${message}`);
+    this.name = "NavdError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** An event that does not fit the tree (out of API.md's order, or naming what is not there). */
+export class MirrorError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "MirrorError";
+  }
+}
+
+/**
+ * The navigation tree as a client holds it, built from a `snapshot` and the events after it.
+ * `tree` has exactly the shape GET /sessions/{id}/navigation returns (API.md, invariant 8).
+ * Strict: an inconsistent event throws `MirrorError` and leaves the tree as it was.
+ */
+export class NavigationMirror {
+  constructor() {
+    this.tree = null;
+    this.ended = null;
+    this.features = new Map(); // id -> { node, owner }
+    this.stacks = new Map(); // id -> { stack, owner }
+  }
+
+  /** Applies one event; `data` is its parsed JSON. */
+  apply(type, data) {
+    switch (type) {
+      case "snapshot":
+        return this.load(data.navigation);
+      case "present": {
+        const owner = this.features.get(data.parent);
+        if (!owner) throw new MirrorError(`present ${data.id}: unknown parent ${data.parent}`);
+        this.adopt(this.node(data, ["parent"]), owner.node, owner.node.presentations);
+        return;
+      }
+      case "dismiss": {
+        const entry = this.features.get(data.id);
+        const list = entry?.owner?.presentations;
+        const index = list ? list.indexOf(entry.node) : -1;
+        if (index < 0) throw new MirrorError(`dismiss: ${data.id} is not presented`);
+        this.requireEmpty(entry.node, "dismiss");
+        list.splice(index, 1);
+        this.forget(entry.node);
+        return;
+      }
+      case "push": {
+        const entry = this.stacks.get(data.stack);
+        if (!entry) throw new MirrorError(`push ${data.id}: unknown stack ${data.stack}`);
+        if (data.index !== entry.stack.elements.length) {
+          throw new MirrorError(`push ${data.id}: index ${data.index} is not the top of ${data.stack}`);
+        }
+        this.adopt(this.node(data, ["stack", "index"]), entry.owner, entry.stack.elements);
+        return;
+      }
+      case "pop": {
+        const entry = this.stacks.get(data.stack);
+        if (!entry || !Array.isArray(data.ids)) throw new MirrorError(`pop: unknown stack ${data.stack}`);
+        const elements = entry.stack.elements;
+        const top = elements.slice(elements.length - data.ids.length).reverse().map((node) => node.id);
+        if (data.ids.length > elements.length || top.join() !== data.ids.join()) {
+          throw new MirrorError(`pop: ${data.ids} are not the top of ${data.stack} (${top})`);
+        }
+        const removed = elements.slice(elements.length - data.ids.length);
+        removed.forEach((node) => this.requireEmpty(node, "pop"));
+        elements.splice(elements.length - data.ids.length);
+        removed.forEach((node) => this.forget(node));
+        return;
+      }
+      case "state": {
+        const entry = this.features.get(data.feature);
+        if (!entry || typeof data.changes !== "object") throw new MirrorError(`state: unknown feature ${data.feature}`);
+        Object.assign(entry.node.state, data.changes);
+        return;
+      }
+      case "end":
+        this.ended = data.reason;
+        return;
+      default:
+        throw new MirrorError(`unknown event ${type}`);
+    }
+  }
+
+  /** Replaces the tree by `navigation` (a snapshot's, or GET …/navigation). */
+  load(navigation) {
+    if (!navigation || typeof navigation !== "object") throw new MirrorError("snapshot without navigation");
+    const features = new Map();
+    const stacks = new Map();
+    const walk = (node, owner) => {
+      if (typeof node.id !== "string" || features.has(node.id)) throw new MirrorError(`bad or repeated id ${node.id}`);
+      features.set(node.id, { node, owner });
+      for (const child of node.presentations ?? []) walk(child, node);
+      for (const stack of node.stacks ?? []) {
+        stacks.set(stack.id, { stack, owner: node });
+        for (const element of stack.elements ?? []) walk(element, node);
+      }
+    };
+    const tree = structuredClone(navigation);
+    walk(tree, null);
+    this.tree = tree;
+    this.features = features;
+    this.stacks = stacks;
+  }
+
+  /** A node as GET …/navigation shows it, from a `present` or `push` event. */
+  node(data, dropped) {
+    if (typeof data.id !== "string" || this.features.has(data.id)) throw new MirrorError(`${data.id} is already on screen`);
+    const node = { id: data.id };
+    for (const [key, value] of Object.entries(data)) {
+      if (!["id", "state", "stacks", ...dropped].includes(key)) node[key] = structuredClone(value);
+    }
+    node.state = structuredClone(data.state ?? {});
+    node.presentations = [];
+    node.stacks = (data.stacks ?? []).map((stack) => ({ id: stack.id, slot: stack.slot, elements: [] }));
+    return node;
+  }
+
+  adopt(node, owner, list) {
+    list.push(node);
+    this.features.set(node.id, { node, owner });
+    for (const stack of node.stacks) this.stacks.set(stack.id, { stack, owner: node });
+  }
+
+  requireEmpty(node, what) {
+    if (node.presentations.length || node.stacks.some((stack) => stack.elements.length)) {
+      throw new MirrorError(`${what} of ${node.id} before its own presentations and stacks`);
+    }
+  }
+
+  forget(node) {
+    this.features.delete(node.id);
+    for (const stack of node.stacks) this.stacks.delete(stack.id);
+  }
+
+  /** The node with that feature instance id, or null. */
+  find(id) {
+    return this.features.get(id)?.node ?? null;
+  }
+}
+
+/** Creates a session, optionally deep-linked: `{id, token, version, state, navigation}`. */
+export async function createSession(baseURL, feature, state, { fetch: fetcher = globalThis.fetch } = {}) {
+  const body = state === undefined ? { feature } : { feature, state };
+  return request(fetcher, "POST", url(baseURL, "/sessions"), { body });
+}
+
+/** GET /features: every hostable feature, its actions, bindings and navigation slots. */
+export async function features(baseURL, { fetch: fetcher = globalThis.fetch } = {}) {
+  return request(fetcher, "GET", url(baseURL, "/features"));
+}
+
+/**
+ * Follows session `id` live. The returned `Session` holds `tree` (null until the first snapshot),
+ * `connection` ("connecting", "open", "reconnecting" or "ended"), `endReason`, `lastEventId` and
+ * `version`, and calls every subscriber (and `onChange`) after each change.
+ *
+ * options: `onChange(change, session)`; `retry` `{initial, max}` in ms (back-off doubles from
+ * `initial`, with jitter, up to `max`); `fetch` and `EventSource` to use instead of the globals.
+ */
+export function connect(baseURL, { id, token, onChange, retry = {}, fetch: fetcher, EventSource: Source } = {}) {
+  return new Session(baseURL, id, token, { onChange, retry, fetcher, Source });
+}
+
+export class Session {
+  constructor(baseURL, id, token, { onChange, retry, fetcher, Source }) {
+    if (typeof id !== "string" || typeof token !== "string") throw new TypeError("connect needs {id, token}");
+    this.baseURL = baseURL;
+    this.id = id;
+    this.mirror = new NavigationMirror();
+    this.connection = "connecting";
+    this.endReason = null;
+    this.lastEventId = null;
+    this.version = null;
+    this.attempt = 0;
+    this.listeners = new Set(onChange ? [onChange] : []);
+    this.retry = { initial: retry.initial ?? 500, max: retry.max ?? 10000 };
+    this.fetcher = fetcher ?? globalThis.fetch.bind(globalThis);
+    this.Source = Source ?? globalThis.EventSource;
+    this.source = null;
+    this.timer = null;
+    // The token stays in this closure: never a property, never a URL.
+    this.authorization = () => `Bearer ${token}`;
+    this.open();
+  }
+
+  get tree() {
+    return this.mirror.tree;
+  }
+
+  /** Calls `listener(change, session)` after every change; returns a function that stops it. */
+  subscribe(listener) {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Stops following the session (the session itself goes on; `end()` ends it). */
+  close() {
+    this.stop();
+    this.setConnection("ended", "closed");
+  }
+
+  // MARK: - Mutating endpoints. Options: `ifMatch` (a version: 412 if the session moved on), `wait`.
+
+  perform(target, action, args, options = {}) {
+    const body = { target, action };
+    if (args !== undefined) body.args = args;
+    return this.mutate("POST", "/actions", body, options);
+  }
+
+  bind(feature, name, value, options = {}) {
+    return this.mutate("PUT", `/features/${seg(feature)}/bindings/${seg(name)}`, value, options);
+  }
+
+  dismiss(presentation, { button, ...options } = {}) {
+    return this.mutate("POST", `/presentations/${seg(presentation)}/dismiss`, button === undefined ? undefined : { button }, options);
+  }
+
+  /** `how`: `{count: n}` or `{to: elementId}`; nothing pops one. */
+  pop(stack, how = {}, options = {}) {
+    return this.mutate("POST", `/stacks/${seg(stack)}/pop`, how, options);
+  }
+
+  push(feature, value, options = {}) {
+    return this.mutate("POST", `/features/${seg(feature)}/push`, { value }, options);
+  }
+
+  replaceState(state, options = {}) {
+    return this.mutate("PUT", "/state", { state }, options);
+  }
+
+  /** DELETE: ends the session for everyone; streams get `end`. */
+  async end(options = {}) {
+    await request(this.fetcher, "DELETE", this.path(""), { headers: this.headers(options) });
+  }
+
+  /** GET /sessions/{id}: `{id, feature, version, state, navigation}`. */
+  async describe() {
+    const answer = await request(this.fetcher, "GET", this.path(""), { headers: this.headers({}) });
+    this.noteVersion(answer.version);
+    return answer;
+  }
+
+  async mutate(method, path, body, { ifMatch, wait } = {}) {
+    const target = this.path(path) + (wait ? "?wait=true" : "");
+    const answer = await request(this.fetcher, method, target, { body, headers: this.headers({ ifMatch }) });
+    this.noteVersion(answer.version);
+    return answer;
+  }
+
+  headers({ ifMatch }) {
+    const headers = { Authorization: this.authorization() };
+    if (ifMatch !== undefined && ifMatch !== null) headers["If-Match"] = `"${ifMatch}"`;
+    return headers;
+  }
+
+  path(rest) {
+    return url(this.baseURL, `/sessions/${seg(this.id)}${rest}`);
+  }
+
+  /** The version this client last learned (a snapshot, or an answer to one of its requests). */
+  noteVersion(version) {
+    if (Number.isInteger(version) && (this.version === null || version > this.version)) this.version = version;
+  }
+
+  // MARK: - The stream
+
+  async open() {
+    if (this.connection === "ended") return;
+    let ticket;
+    try {
+      ticket = (await request(this.fetcher, "POST", this.path("/stream-tickets"), { headers: this.headers({}) })).ticket;
+    } catch (error) {
+      // 401: the token is wrong; 404: the session ended while we were away. Neither heals.
+      if (error instanceof NavdError && (error.status === 401 || error.status === 404)) {
+        return this.finish(error.status === 404 ? "gone" : "unauthorized");
+      }
+      return this.later();
+    }
+    if (this.connection === "ended") return;
+    let target = `${this.path("/events")}?ticket=${encodeURIComponent(ticket)}`;
+    if (this.lastEventId !== null) target += `&lastEventId=${this.lastEventId}`;
+    const source = new this.Source(target);
+    this.source = source;
+    source.onopen = () => {
+      if (this.source === source) this.setConnection("open");
+    };
+    source.onerror = () => {
+      // The stream broke (or never opened): this ticket is spent, so a new one is needed.
+      if (this.source !== source) return;
+      this.stop();
+      this.later();
+    };
+    for (const type of EVENT_TYPES) {
+      source.addEventListener(type, (message) => {
+        if (this.source === source) this.receive(type, message);
+      });
+    }
+  }
+
+  receive(type, message) {
+    const id = Number(message.lastEventId);
+    // A resumed stream has nothing twice; should anything come again, it is not applied twice.
+    if (type !== "snapshot" && this.lastEventId !== null && Number.isInteger(id) && id <= this.lastEventId) return;
+    let data;
+    try {
+      data = JSON.parse(message.data);
+      this.mirror.apply(type, data);
+    } catch (error) {
+      // Out of step: start over from a fresh snapshot.
+      this.lastEventId = null;
+      this.stop();
+      this.notify({ kind: "error", error });
+      return this.later();
+    }
+    if (Number.isInteger(id)) this.lastEventId = id;
+    if (type === "snapshot") this.noteVersion(data.version);
+    this.attempt = 0;
+    this.setConnection("open");
+    this.notify({ kind: "event", event: { id, type, data } });
+    if (type === "end") this.finish(data.reason);
+  }
+
+  /** Reconnects after a back-off: doubling from `retry.initial` up to `retry.max`, with jitter. */
+  later() {
+    if (this.connection === "ended") return;
+    const delay = Math.min(this.retry.max, this.retry.initial * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
+    this.attempt += 1;
+    this.setConnection("reconnecting");
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.open(), delay);
+  }
+
+  finish(reason) {
+    this.stop();
+    this.setConnection("ended", reason);
+  }
+
+  stop() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    if (this.source) {
+      this.source.close();
+      this.source = null;
+    }
+  }
+
+  setConnection(state, reason) {
+    if (this.connection === "ended") return;
+    if (state === "ended") this.endReason = reason ?? null;
+    if (this.connection === state) return;
+    this.connection = state;
+    this.notify({ kind: "connection", connection: state });
+  }
+
+  notify(change) {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(change, this);
+      } catch (error) {
+        console.error(error);
+      }
+    }
+  }
+}
+
+function seg(value) {
+  return encodeURIComponent(String(value));
+}
+
+function url(baseURL, path) {
+  return String(baseURL).replace(/\/+$/, "") + path;
+}
+
+async function request(fetcher, method, target, { body, headers = {} } = {}) {
+  const init = { method, headers: { ...headers }, cache: "no-store" };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetcher(target, init);
+  const text = await response.text();
+  let json = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = null;
+  }
+  if (!response.ok) {
+    throw new NavdError(response.status, json?.error?.code ?? "http_error", json?.error?.message ?? (text || response.statusText));
+  }
+  return json;
+}
