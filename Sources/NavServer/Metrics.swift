@@ -87,53 +87,47 @@ public final class Metrics: Sendable {
     /// The exposition, with the gauges read at the moment of the scrape.
     func render(sessionsOpen: Int) -> String {
         let counters = counters.withLock { $0 }
-        var out = ""
-        func family(_ name: String, _ type: String, _ help: String) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-        }
+        var out = PrometheusExposition()
         func labels(_ series: Series) -> String {
             #"route="\#(Self.routes[Int(series.route)])",method="\#(Self.methods[Int(series.method)])",code="\#(series.code)""#
         }
         func histogram(_ name: String, _ histograms: [Series: Histogram], bounds: [Double]) {
             for (series, histogram) in histograms.sorted(by: { $0.key < $1.key }) {
-                let labels = labels(series)
                 var cumulative = 0
-                for (index, bound) in bounds.enumerated() {
-                    cumulative += histogram.buckets[index]
-                    out += "\(name)_bucket{\(labels),le=\"\(bound)\"} \(cumulative)\n"
+                let counts = histogram.buckets.prefix(bounds.count).map { count in
+                    cumulative += count
+                    return cumulative
                 }
-                out += "\(name)_bucket{\(labels),le=\"+Inf\"} \(histogram.count)\n"
-                out += "\(name)_sum{\(labels)} \(histogram.sum)\n"
-                out += "\(name)_count{\(labels)} \(histogram.count)\n"
+                out.histogram(name, labels: labels(series), bounds: bounds, cumulativeCounts: counts, sum: histogram.sum, count: histogram.count)
             }
         }
-        family("navd_build_info", "gauge", "navd's version, as a label; always 1.")
-        out += "navd_build_info{version=\"\(BuildInfo.version)\"} 1\n"
-        family("navd_http_requests_total", "counter", "HTTP requests answered, by route, method and status code.")
+        out.family("navd_build_info", "gauge", "navd's version, as a label; always 1.")
+        out.sample("navd_build_info", labels: "version=\"\(BuildInfo.version)\"", 1)
+        out.family("navd_http_requests_total", "counter", "HTTP requests answered, by route, method and status code.")
         for (series, value) in counters.requests.sorted(by: { $0.key < $1.key }) {
-            out += "navd_http_requests_total{\(labels(series))} \(value)\n"
+            out.sample("navd_http_requests_total", labels: labels(series), value)
         }
-        family("navd_http_request_duration_seconds", "histogram",
-               "Time from a complete request to its response (event streams: to their headers), without ?wait=true requests.")
+        out.family("navd_http_request_duration_seconds", "histogram",
+                   "Time from a complete request to its response (event streams: to their headers), without ?wait=true requests.")
         histogram("navd_http_request_duration_seconds", counters.durations, bounds: Self.buckets)
-        family("navd_http_wait_request_duration_seconds", "histogram",
-               "Time from a complete ?wait=true request to its response, the effects it waits for included.")
+        out.family("navd_http_wait_request_duration_seconds", "histogram",
+                   "Time from a complete ?wait=true request to its response, the effects it waits for included.")
         histogram("navd_http_wait_request_duration_seconds", counters.waitDurations, bounds: Self.waitBuckets)
-        family("navd_sessions_open", "gauge", "Sessions currently hosted.")
-        out += "navd_sessions_open \(sessionsOpen)\n"
-        family("navd_event_streams_open", "gauge", "Event-stream connections currently open.")
-        out += "navd_event_streams_open \(openStreams.load(ordering: .relaxed))\n"
-        family("navd_events_emitted_total", "counter", "Navigation events emitted, by type.")
+        out.family("navd_sessions_open", "gauge", "Sessions currently hosted.")
+        out.sample("navd_sessions_open", sessionsOpen)
+        out.family("navd_event_streams_open", "gauge", "Event-stream connections currently open.")
+        out.sample("navd_event_streams_open", openStreams.load(ordering: .relaxed))
+        out.family("navd_events_emitted_total", "counter", "Navigation events emitted, by type.")
         for (type, value) in counters.events.sorted(by: { $0.key < $1.key }) {
-            out += "navd_events_emitted_total{type=\"\(type)\"} \(value)\n"
+            out.sample("navd_events_emitted_total", labels: "type=\"\(type)\"", value)
         }
-        family("navd_event_stream_subscribers_dropped_total", "counter", "Event streams closed for falling too far behind.")
-        out += "navd_event_stream_subscribers_dropped_total \(counters.droppedSubscribers)\n"
-        family("navd_fact_fetches_total", "counter", "Fact service requests, by outcome.")
+        out.family("navd_event_stream_subscribers_dropped_total", "counter", "Event streams closed for falling too far behind.")
+        out.sample("navd_event_stream_subscribers_dropped_total", counters.droppedSubscribers)
+        out.family("navd_fact_fetches_total", "counter", "Fact service requests, by outcome.")
         for (outcome, value) in counters.factFetches.sorted(by: { $0.key < $1.key }) {
-            out += "navd_fact_fetches_total{outcome=\"\(outcome)\"} \(value)\n"
+            out.sample("navd_fact_fetches_total", labels: "outcome=\"\(outcome)\"", value)
         }
-        out += ProcessMetrics.render()
-        return out
+        ProcessMetrics.render(into: &out)
+        return out.text
     }
 }

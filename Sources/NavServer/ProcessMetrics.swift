@@ -7,10 +7,10 @@ import Darwin
 /// The standard `process_*` metrics every Prometheus client exports, read at each scrape. On
 /// Linux they come from `/proc/self`; elsewhere only CPU time (from `getrusage`) is exported.
 enum ProcessMetrics {
-    static func render() -> String {
-        var out = ""
+    static func render(into out: inout PrometheusExposition) {
         func sample(_ name: String, _ type: String, _ help: String, _ value: String) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+            out.family(name, type, help)
+            out.sample(name, value)
         }
         #if os(Linux)
         let ticks = Double(max(1, sysconf(Int32(_SC_CLK_TCK))))
@@ -39,7 +39,6 @@ enum ProcessMetrics {
                    "\(seconds(usage.ru_utime) + seconds(usage.ru_stime))")
         }
         #endif
-        return out
     }
 
     #if os(Linux)

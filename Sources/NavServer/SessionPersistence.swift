@@ -129,39 +129,27 @@ final class SessionPersistence: Sendable {
     func renderMetrics() -> String {
         guard let storage else { return "" }
         let statistics = storage.statistics()
-        var out = ""
-        func family(_ name: String, _ type: String, _ help: String) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        var out = PrometheusExposition()
+        func single(_ name: String, _ help: String, _ value: some CustomStringConvertible, type: String = "gauge") {
+            out.family(name, type, help)
+            out.sample(name, value)
         }
-        family("navd_store_available", "gauge", "Whether the last commit to the session store succeeded.")
-        out += "navd_store_available \(isAvailable ? 1 : 0)\n"
-        family("navd_sessions_recovered", "gauge", "Sessions brought back from the store at start.")
-        out += "navd_sessions_recovered \(recovered.load(ordering: .relaxed))\n"
-        family("navd_sessions_unreadable", "gauge", "Stored sessions skipped at start because their records did not decode.")
-        out += "navd_sessions_unreadable \(failedRecords.load(ordering: .relaxed))\n"
-        family("navd_store_commits_total", "counter", "Commits synced to disk.")
-        out += "navd_store_commits_total \(statistics.commits)\n"
-        family("navd_store_commit_failures_total", "counter", "Commits that failed and were rolled back.")
-        out += "navd_store_commit_failures_total \(statistics.failedCommits)\n"
-        family("navd_store_writes_total", "counter", "Requests and session batches made durable; over commits, the mean batch.")
-        out += "navd_store_writes_total \(statistics.writes)\n"
-        family("navd_store_commit_seconds", "histogram", "Time to commit and sync one batch.")
-        for (bound, count) in zip(statistics.latencyBounds, statistics.latencyCounts) {
-            out += "navd_store_commit_seconds_bucket{le=\"\(bound)\"} \(count)\n"
-        }
-        out += "navd_store_commit_seconds_bucket{le=\"+Inf\"} \(statistics.commits)\n"
-        out += "navd_store_commit_seconds_sum \(statistics.latencySum)\n"
-        out += "navd_store_commit_seconds_count \(statistics.commits)\n"
-        family("navd_store_batch_writes", "histogram", "Requests and session batches sharing one commit.")
-        for (bound, count) in zip(statistics.batchBounds, statistics.batchCounts) {
-            out += "navd_store_batch_writes_bucket{le=\"\(bound)\"} \(count)\n"
-        }
-        out += "navd_store_batch_writes_bucket{le=\"+Inf\"} \(statistics.commits)\n"
-        out += "navd_store_batch_writes_sum \(statistics.writes)\n"
-        out += "navd_store_batch_writes_count \(statistics.commits)\n"
-        family("navd_store_bytes", "gauge", "Bytes the session store takes on disk (database and log).")
-        out += "navd_store_bytes \(statistics.bytesOnDisk)\n"
-        return out
+        single("navd_store_available", "Whether the last commit to the session store succeeded.", isAvailable ? 1 : 0)
+        single("navd_sessions_recovered", "Sessions brought back from the store at start.", recovered.load(ordering: .relaxed))
+        single("navd_sessions_unreadable", "Stored sessions skipped at start because their records did not decode.",
+              failedRecords.load(ordering: .relaxed))
+        single("navd_store_commits_total", "Commits synced to disk.", statistics.commits, type: "counter")
+        single("navd_store_commit_failures_total", "Commits that failed and were rolled back.", statistics.failedCommits, type: "counter")
+        single("navd_store_writes_total", "Requests and session batches made durable; over commits, the mean batch.",
+              statistics.writes, type: "counter")
+        out.family("navd_store_commit_seconds", "histogram", "Time to commit and sync one batch.")
+        out.histogram("navd_store_commit_seconds", bounds: statistics.latencyBounds, cumulativeCounts: statistics.latencyCounts,
+                      sum: statistics.latencySum, count: statistics.commits)
+        out.family("navd_store_batch_writes", "histogram", "Requests and session batches sharing one commit.")
+        out.histogram("navd_store_batch_writes", bounds: statistics.batchBounds, cumulativeCounts: statistics.batchCounts,
+                      sum: Double(statistics.writes), count: statistics.commits)
+        single("navd_store_bytes", "Bytes the session store takes on disk (database and log).", statistics.bytesOnDisk)
+        return out.text
     }
 }
 
