@@ -38,10 +38,18 @@ enum ListeningSocket {
         return (fd, Int(actualPort))
     }
 
+    /// Any socket address as the `sockaddr_storage` the socket calls take, with its length.
+    private static func stored<Address>(_ address: Address) -> (sockaddr_storage, socklen_t) {
+        var storage = sockaddr_storage()
+        withUnsafeBytes(of: address) { source in
+            withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
+        }
+        return (storage, socklen_t(MemoryLayout<Address>.size))
+    }
+
     /// The socket address for a numeric IPv4 or IPv6 address, or "localhost"; nil for anything else.
     static func address(host: String, port: Int) -> (sockaddr_storage, socklen_t)? {
         let numericHost = host == "localhost" ? "127.0.0.1" : host
-        var storage = sockaddr_storage()
         var ipv4 = in_addr()
         var ipv6 = in6_addr()
         if inet_pton(AF_INET, numericHost, &ipv4) == 1 {
@@ -49,20 +57,14 @@ enum ListeningSocket {
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = UInt16(truncatingIfNeeded: port).bigEndian
             address.sin_addr = ipv4
-            withUnsafeBytes(of: &address) { source in
-                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
-            }
-            return (storage, socklen_t(MemoryLayout<sockaddr_in>.size))
+            return stored(address)
         }
         if inet_pton(AF_INET6, numericHost, &ipv6) == 1 {
             var address = sockaddr_in6()
             address.sin6_family = sa_family_t(AF_INET6)
             address.sin6_port = UInt16(truncatingIfNeeded: port).bigEndian
             address.sin6_addr = ipv6
-            withUnsafeBytes(of: &address) { source in
-                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
-            }
-            return (storage, socklen_t(MemoryLayout<sockaddr_in6>.size))
+            return stored(address)
         }
         return nil
     }
