@@ -9,10 +9,11 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "navd",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .executable(name: "navd", targets: ["navd"]),
         .executable(name: "navd-bench", targets: ["navd-bench"]),
+        .library(name: "NavigationClient", targets: ["NavigationClient"]),
     ],
     targets: [
         // Navigation core: state encoding, slots, the navigation tree and the reconciler. No HTTP, no features.
@@ -42,6 +43,8 @@ let package = Package(
         .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP", "WebClient", "SessionStorage", "SQLiteStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
         // glibc's malloc.h (mallopt, malloc_trim): empty elsewhere.
         .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
+        // The Swift client an app imports: the event stream, a live mirror of the tree, the API's calls. Depends on no other target.
+        .target(name: "NavigationClient", swiftSettings: swiftSettings),
         // Loopback stubs shared by the test targets; never part of a product.
         .target(name: "TestSupport", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd", dependencies: ["NavServer", "HTTP", "SessionStorage"], swiftSettings: swiftSettings),
@@ -50,6 +53,7 @@ let package = Package(
         .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "SessionStorageTests", dependencies: ["SessionStorage", "SQLiteStorage"], swiftSettings: swiftSettings),
+        .testTarget(name: "NavigationClientTests", dependencies: ["NavigationClient", "NavServer", "SQLiteStorage", "SessionStorage", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "NavServerTests", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP", "TestSupport", "WebClient"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,165 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What a mutating endpoint answers: the session's version and the events the request caused.
+public struct MutationResult: Sendable, Hashable {
+    public var version: Int
+    public var events: [(id: Int, event: NavigationEvent)] { _events.map { ($0.id, $0.event) } }
+    let _events: [Envelope]
+
+    struct Envelope: Sendable, Hashable { var id: Int; var event: NavigationEvent }
+}
+
+/// A session navd has just created: its token is shown only this once.
+public struct CreatedSession: Sendable, Hashable {
+    public var id: String
+    public var token: String
+    public var version: Int
+    public var navigation: NavigationNode
+}
+
+/// navd's HTTP API at `baseURL`. `createSession` needs no credentials; `session(id:token:)`
+/// gives the calls of one session.
+public struct NavdClient: Sendable {
+    public let baseURL: URL
+    let urlSession: URLSession
+
+    public init(baseURL: URL, urlSession: URLSession = .shared) {
+        self.baseURL = baseURL
+        self.urlSession = urlSession
+    }
+
+    /// `POST /sessions`, deep-linked by a full or partial `state` when given.
+    public func createSession(feature: String, state: JSONValue? = nil) async throws(NavdError) -> CreatedSession {
+        var body: [String: JSONValue] = ["feature": .string(feature)]
+        if let state { body["state"] = state }
+        let answer = try await send("POST", path: "/sessions", body: .object(body), token: nil, ifMatch: nil)
+        guard let id = answer["id"]?.stringValue, let token = answer["token"]?.stringValue, let version = answer["version"]?.intValue,
+              let navigation = answer["navigation"] else { throw .invalidResponse("POST /sessions without id, token, version, navigation") }
+        return CreatedSession(id: id, token: token, version: version, navigation: try Self.decode(NavigationNode.self, navigation))
+    }
+
+    public func session(id: String, token: String) -> SessionClient { SessionClient(client: self, id: id, token: token) }
+
+    func send(_ method: String, path: String, query: [URLQueryItem] = [], body: JSONValue?, token: String?, ifMatch: Int?) async throws(NavdError) -> JSONValue {
+        guard var components = URLComponents(url: baseURL.appending(path: path), resolvingAgainstBaseURL: false) else {
+            throw .transport("bad URL for \(path)")
+        }
+        if !query.isEmpty { components.queryItems = query }
+        guard let url = components.url else { throw .transport("bad URL for \(path)") }
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.cachePolicy = .reloadIgnoringLocalCacheData
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let ifMatch { request.setValue("\"\(ifMatch)\"", forHTTPHeaderField: "If-Match") }
+        if let body {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            do { request.httpBody = try JSONEncoder().encode(body) } catch { throw .invalidResponse("unencodable body: \(error)") }
+        }
+        let data: Data
+        let response: URLResponse
+        do { (data, response) = try await urlSession.data(for: request) } catch { throw .transport(String(describing: error)) }
+        guard let http = response as? HTTPURLResponse else { throw .invalidResponse("not HTTP") }
+        let json = data.isEmpty ? JSONValue.null : ((try? JSONDecoder().decode(JSONValue.self, from: data)) ?? .null)
+        guard (200..<300).contains(http.statusCode) else {
+            let code = json["error"]?["code"]?.stringValue ?? "http_error"
+            let message = json["error"]?["message"]?.stringValue ?? String(decoding: data.prefix(512), as: UTF8.self)
+            throw .server(status: http.statusCode, code: NavdErrorCode(code), message: message)
+        }
+        return json
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ value: JSONValue) throws(NavdError) -> T {
+        do { return try JSONDecoder().decode(type, from: JSONEncoder().encode(value)) } catch {
+            throw .invalidResponse("\(T.self): \(error)")
+        }
+    }
+}
+
+/// The calls of one session. Every mutating call takes an optional `ifMatch` version: if the
+/// session moved on, navd answers 412 `version_mismatch` and changes nothing.
+public struct SessionClient: Sendable {
+    public let client: NavdClient
+    public let id: String
+    let token: String
+
+    /// How a pop says what to remove.
+    public enum Pop: Sendable, Hashable {
+        case count(Int)
+        /// Keeps this element on top.
+        case to(String)
+    }
+
+    public func perform(_ action: String, target: String = "root", args: [String: JSONValue]? = nil,
+                        ifMatch: Int? = nil, wait: Bool = false) async throws(NavdError) -> MutationResult {
+        var body: [String: JSONValue] = ["target": .string(target), "action": .string(action)]
+        if let args { body["args"] = .object(args) }
+        return try await mutate("POST", "/actions", body: .object(body), ifMatch: ifMatch, wait: wait)
+    }
+
+    public func bind(_ feature: String, _ name: String, to value: JSONValue, ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
+        try await mutate("PUT", "/features/\(feature)/bindings/\(name)", body: value, ifMatch: ifMatch)
+    }
+
+    /// The user dismissed `presentation`; with `button`, that alert button's action goes first.
+    public func dismiss(_ presentation: String, button: String? = nil, ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
+        try await mutate("POST", "/presentations/\(presentation)/dismiss",
+                         body: button.map { .object(["button": .string($0)]) }, ifMatch: ifMatch)
+    }
+
+    public func pop(_ stack: String, _ how: Pop = .count(1), ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
+        let body: JSONValue = switch how {
+        case .count(let count): .object(["count": .number(Double(count))])
+        case .to(let element): .object(["to": .string(element)])
+        }
+        return try await mutate("POST", "/stacks/\(stack)/pop", body: body, ifMatch: ifMatch)
+    }
+
+    public func push(_ value: JSONValue, from feature: String = "root", ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
+        try await mutate("POST", "/features/\(feature)/push", body: .object(["value": value]), ifMatch: ifMatch)
+    }
+
+    /// `PUT …/state`: a deep link into the running session.
+    public func replaceState(_ state: JSONValue, ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
+        try await mutate("PUT", "/state", body: .object(["state": state]), ifMatch: ifMatch)
+    }
+
+    /// `DELETE`: ends the session for everyone; streams get `end`.
+    public func end(ifMatch: Int? = nil) async throws(NavdError) {
+        _ = try await client.send("DELETE", path: path(""), body: nil, token: token, ifMatch: ifMatch)
+    }
+
+    /// `GET …/navigation`: the tree as navd holds it now.
+    public func navigation() async throws(NavdError) -> NavigationNode {
+        try NavdClient.decode(NavigationNode.self, try await client.send("GET", path: path("/navigation"), body: nil, token: token, ifMatch: nil))
+    }
+
+    /// `POST …/stream-tickets`: a one-time ticket that opens one event stream.
+    public func streamTicket() async throws(NavdError) -> String {
+        let answer = try await client.send("POST", path: path("/stream-tickets"), body: nil, token: token, ifMatch: nil)
+        guard let ticket = answer["ticket"]?.stringValue else { throw .invalidResponse("stream ticket without ticket") }
+        return ticket
+    }
+
+    func path(_ rest: String) -> String { "/sessions/\(id)\(rest)" }
+
+    private func mutate(_ method: String, _ rest: String, body: JSONValue?, ifMatch: Int?, wait: Bool = false) async throws(NavdError) -> MutationResult {
+        let answer = try await client.send(method, path: path(rest), query: wait ? [URLQueryItem(name: "wait", value: "true")] : [],
+                                           body: body, token: token, ifMatch: ifMatch)
+        guard let version = answer["version"]?.intValue, case .array(let events)? = answer["events"] else {
+            throw .invalidResponse("\(method) \(rest) without version and events")
+        }
+        var envelopes: [MutationResult.Envelope] = []
+        for envelope in events {
+            guard let id = envelope["id"]?.intValue, let type = envelope["event"]?.stringValue, let data = envelope["data"] else { continue }
+            let bytes: Data
+            do { bytes = try JSONEncoder().encode(data) } catch { throw .invalidResponse("\(error)") }
+            do {
+                if let event = try NavigationEvent(type: type, data: bytes) { envelopes.append(.init(id: id, event: event)) }
+            } catch { throw .invalidResponse("event \(type): \(error)") }
+        }
+        return MutationResult(version: version, _events: envelopes)
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Observation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Where a mirror's event stream stands.
+public enum ConnectionState: Sendable, Hashable {
+    case connecting
+    case open
+    /// The stream broke; the mirror waits out its back-off and resumes where it stopped.
+    case reconnecting
+    /// For good: the session ended (`end`), the credentials stopped working, or `stop()`.
+    case ended
+}
+
+/// A live copy of one session's navigation tree that a SwiftUI or UIKit app observes.
+///
+/// It follows the session's event stream: every connection (and every reconnection, after a
+/// back-off) takes a fresh one-time ticket, so the token never appears in a URL, and resumes
+/// with `lastEventId`, so no event is missed or applied twice. An event that does not fit the
+/// tree makes it start over from a fresh snapshot.
+@MainActor @Observable
+public final class NavigationMirror {
+    /// The tree as `GET …/navigation` returns it; nil until the first snapshot.
+    public private(set) var tree: NavigationNode?
+    public private(set) var connection: ConnectionState = .connecting
+    /// Why the mirror ended: `end`'s reason (`deleted`, `expired`, `shutdown`), `unauthorized`,
+    /// `gone` or `stopped`.
+    public private(set) var endReason: String?
+    /// The id of the last event applied; a reconnection resumes after it.
+    public private(set) var lastEventID: Int?
+    /// The session's version as of the last snapshot.
+    public private(set) var snapshotVersion: Int?
+
+    /// Back-off between reconnections: doubles from `initial` up to `maximum`, with jitter.
+    public struct RetryPolicy: Sendable {
+        public var initial: Duration
+        public var maximum: Duration
+        public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(10)) {
+            self.initial = initial
+            self.maximum = maximum
+        }
+    }
+
+    public let session: SessionClient
+    private let retry: RetryPolicy
+    private let idleTimeout: TimeInterval
+    @ObservationIgnored private var task: Task<Void, Never>?
+    @ObservationIgnored private var serverRetry: Duration?
+    /// Called after each applied event with its id (tests and logs; the tree is what a UI reads).
+    @ObservationIgnored public var onEvent: ((Int?, NavigationEvent) -> Void)?
+
+    public init(session: SessionClient, retry: RetryPolicy = RetryPolicy(), idleTimeout: TimeInterval = 45) {
+        self.session = session
+        self.retry = retry
+        self.idleTimeout = idleTimeout
+    }
+
+    /// Starts following the session.
+    public func start() {
+        guard task == nil, connection != .ended else { return }
+        task = Task { [weak self] in await self?.run() }
+    }
+
+    /// Stops following the session (the session itself goes on).
+    public func stop() {
+        finish("stopped")
+    }
+
+    private func run() async {
+        var attempt = 0
+        while !Task.isCancelled, connection != .ended {
+            do {
+                let ticket = try await session.streamTicket()
+                let stream = EventStreamConnection.open(try streamURL(ticket: ticket), idleTimeout: idleTimeout)
+                for try await item in stream {
+                    switch item {
+                    case .open:
+                        connection = .open
+                    case .retry(let milliseconds):
+                        serverRetry = .milliseconds(milliseconds)
+                    case .event(let event):
+                        try receive(event)
+                        attempt = 0
+                    }
+                    if connection == .ended { return }
+                }
+            } catch let error as NavdError {
+                // 401: the token no longer works; 404: the session ended while we were away.
+                if error.status == 401 || error.status == 404 { return finish(error.status == 404 ? "gone" : "unauthorized") }
+            } catch {
+                // Out of step with the server: start over from a fresh snapshot.
+                lastEventID = nil
+            }
+            guard !Task.isCancelled, connection != .ended else { return }
+            connection = .reconnecting
+            try? await Task.sleep(for: delay(attempt))
+            attempt += 1
+        }
+    }
+
+    private func receive(_ message: ServerSentEvent) throws {
+        let id = message.id.flatMap { Int($0) }
+        guard let event = try NavigationEvent(type: message.type, data: Data(message.data.utf8)) else { return }
+        if case .snapshot = event {} else if let id, let last = lastEventID, id <= last { return }
+        try NavigationTree.apply(event, to: &tree)
+        if let id { lastEventID = id }
+        if case .snapshot(let version, _) = event { snapshotVersion = version }
+        onEvent?(id, event)
+        if case .end(let reason) = event { finish(reason) }
+    }
+
+    private func streamURL(ticket: String) throws(NavdError) -> URL {
+        let url = session.client.baseURL.appending(path: session.path("/events"))
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { throw .transport("bad URL \(url)") }
+        components.queryItems = [URLQueryItem(name: "ticket", value: ticket)]
+            + (lastEventID.map { [URLQueryItem(name: "lastEventId", value: String($0))] } ?? [])
+        guard let result = components.url else { throw .transport("bad URL \(url)") }
+        return result
+    }
+
+    private func delay(_ attempt: Int) -> Duration {
+        let doubled = retry.initial * Double(1 << min(attempt, 16))
+        let base = max(min(doubled, retry.maximum), serverRetry.map { min($0, retry.maximum) } ?? .zero)
+        return base * Double.random(in: 0.75...1.25)
+    }
+
+    private func finish(_ reason: String) {
+        guard connection != .ended else { return }
+        endReason = reason
+        connection = .ended
+        task?.cancel()
+        task = nil
+    }
+}

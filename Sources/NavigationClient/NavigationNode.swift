@@ -1,0 +1,112 @@
+/// How a presented feature appears on screen (API.md, "The navigation tree").
+public enum PresentationStyle: String, Sendable, Hashable, Codable {
+    case alert, confirmationDialog, sheet, popover, fullScreenCover, drillDown
+}
+
+/// An alert's or confirmation dialog's content.
+public struct AlertContent: Sendable, Hashable, Codable {
+    public struct Button: Sendable, Hashable, Codable {
+        public enum Role: String, Sendable, Hashable, Codable { case cancel, destructive }
+        public var id: String
+        public var label: String
+        public var role: Role?
+    }
+    public var title: String
+    public var message: String?
+    public var buttons: [Button]
+}
+
+/// A navigation stack: its slot and its elements, bottom first.
+public struct NavigationStack: Sendable, Hashable, Codable {
+    public var id: String
+    public var slot: String
+    public var elements: [NavigationNode]
+
+    public init(id: String, slot: String, elements: [NavigationNode] = []) {
+        self.id = id
+        self.slot = slot
+        self.elements = elements
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        slot = try container.decode(String.self, forKey: .slot)
+        elements = try container.decodeIfPresent([NavigationNode].self, forKey: .elements) ?? []
+    }
+}
+
+/// One feature instance on screen: the root, a presentation or a stack element. Presentation
+/// fields (`slot`, `style`, `alert`, `anchor`) are nil for the root and for stack elements.
+public struct NavigationNode: Sendable, Hashable, Codable, Identifiable {
+    public var id: String
+    public var feature: String
+    public var slot: String?
+    public var style: PresentationStyle?
+    public var alert: AlertContent?
+    public var anchor: String?
+    /// The feature's own fields; child features appear as `presentations` and `stacks`.
+    public var state: [String: JSONValue]
+    public var presentations: [NavigationNode]
+    public var stacks: [NavigationStack]
+
+    public init(id: String, feature: String, slot: String? = nil, style: PresentationStyle? = nil, alert: AlertContent? = nil,
+                anchor: String? = nil, state: [String: JSONValue] = [:], presentations: [NavigationNode] = [], stacks: [NavigationStack] = []) {
+        self.id = id
+        self.feature = feature
+        self.slot = slot
+        self.style = style
+        self.alert = alert
+        self.anchor = anchor
+        self.state = state
+        self.presentations = presentations
+        self.stacks = stacks
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        feature = try container.decode(String.self, forKey: .feature)
+        slot = try container.decodeIfPresent(String.self, forKey: .slot)
+        style = try container.decodeIfPresent(PresentationStyle.self, forKey: .style)
+        alert = try container.decodeIfPresent(AlertContent.self, forKey: .alert)
+        anchor = try container.decodeIfPresent(String.self, forKey: .anchor)
+        state = try container.decodeIfPresent([String: JSONValue].self, forKey: .state) ?? [:]
+        presentations = try container.decodeIfPresent([NavigationNode].self, forKey: .presentations) ?? []
+        stacks = try container.decodeIfPresent([NavigationStack].self, forKey: .stacks) ?? []
+    }
+
+    /// The node with that id in this subtree.
+    public func find(_ id: String) -> NavigationNode? {
+        if self.id == id { return self }
+        for child in presentations { if let found = child.find(id) { return found } }
+        for stack in stacks { for element in stack.elements { if let found = element.find(id) { return found } } }
+        return nil
+    }
+
+    /// Runs `body` on the node with that id in this subtree; false if there is none.
+    mutating func modify(_ id: String, _ body: (inout NavigationNode) throws(MirrorError) -> Void) throws(MirrorError) -> Bool {
+        if self.id == id { try body(&self); return true }
+        for index in presentations.indices where try presentations[index].modify(id, body) { return true }
+        for stack in stacks.indices {
+            for index in stacks[stack].elements.indices where try stacks[stack].elements[index].modify(id, body) { return true }
+        }
+        return false
+    }
+
+    /// Runs `body` on the stack with that id and its owner; false if there is none.
+    mutating func modifyStack(_ id: String, _ body: (inout NavigationStack) throws(MirrorError) -> Void) throws(MirrorError) -> Bool {
+        for stack in stacks.indices where stacks[stack].id == id { try body(&stacks[stack]); return true }
+        for index in presentations.indices where try presentations[index].modifyStack(id, body) { return true }
+        for stack in stacks.indices {
+            for index in stacks[stack].elements.indices where try stacks[stack].elements[index].modifyStack(id, body) { return true }
+        }
+        return false
+    }
+
+    var isBare: Bool { presentations.isEmpty && stacks.allSatisfy(\.elements.isEmpty) }
+
+    var allIDs: [String] {
+        [id] + presentations.flatMap(\.allIDs) + stacks.flatMap { stack in stack.elements.flatMap(\.allIDs) }
+    }
+}

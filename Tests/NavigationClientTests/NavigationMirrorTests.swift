@@ -1,0 +1,150 @@
+import Foundation
+import NavigationClient
+import Testing
+
+/// The Swift client against a real navd over loopback: the mirror always settles on exactly
+/// the tree `GET …/navigation` returns (API.md, invariant 8).
+@MainActor @Suite(.serialized) struct NavigationMirrorTests {
+    /// Waits until the mirror holds what navd holds, and returns that tree.
+    @discardableResult
+    func settled(_ mirror: NavigationMirror) async throws -> NavigationNode {
+        let expected = try await mirror.session.navigation()
+        try await until("the mirror to equal GET /navigation") { mirror.tree == expected }
+        return expected
+    }
+
+    @Test func aCounterSessionIsMirroredWithTypedNodes() async throws {
+        let navd = try await LoopbackNavd()
+        let created = try await navd.client.createSession(feature: "counter")
+        #expect(created.navigation.feature == "counter" && created.navigation.id == "root")
+        let session = navd.client.session(id: created.id, token: created.token)
+        let mirror = NavigationMirror(session: session)
+        #expect(mirror.connection == .connecting)
+        mirror.start()
+        try await until("open") { mirror.connection == .open && mirror.tree != nil }
+        #expect(mirror.tree == created.navigation)
+
+        let incremented = try await session.perform("incrementButtonTapped")
+        #expect(incremented.version == created.version + 1)
+        _ = try await session.perform("incrementButtonTapped")
+        let tree = try await settled(mirror)
+        #expect(tree.state["count"] == .number(2))
+
+        _ = try await session.perform("factButtonTapped", wait: true)
+        let withSheet = try await settled(mirror)
+        let sheet = try #require(withSheet.presentations.first)
+        #expect(sheet.style == .sheet && sheet.slot == "destination.fact" && sheet.feature == "fact")
+        #expect(sheet.state["value"]?.stringValue?.isEmpty == false)
+
+        let dismissed = try await session.dismiss(sheet.id)
+        #expect(dismissed.events.map(\.event) == [.dismiss(id: sheet.id, origin: .client)])
+        #expect(try await settled(mirror).presentations.isEmpty)
+        mirror.stop()
+        #expect(mirror.connection == .ended && mirror.endReason == "stopped")
+        await navd.stop()
+    }
+
+    @Test func anAppStackIsMirroredThroughPushPopAndDeepLinks() async throws {
+        let navd = try await LoopbackNavd()
+        let created = try await navd.client.createSession(feature: "app")
+        let session = navd.client.session(id: created.id, token: created.token)
+        let mirror = NavigationMirror(session: session)
+        mirror.start()
+        try await until("the snapshot") { mirror.tree != nil }
+
+        _ = try await session.perform("counterButtonTapped")
+        _ = try await session.push(.object(["settings": .object([:])]))
+        _ = try await session.push(.object(["counter": .object(["count": .number(7)])]))
+        let pushed = try await settled(mirror)
+        let stack = try #require(pushed.stacks.first)
+        #expect(stack.slot == "path" && stack.elements.map(\.feature) == ["counter", "settings", "counter"])
+        #expect(stack.elements[2].state["count"] == .number(7))
+
+        _ = try await session.pop(stack.id, .to(stack.elements[0].id))
+        #expect(try await settled(mirror).stacks.first?.elements.count == 1)
+
+        // A deep link: three screens deep with a fact sheet on top.
+        let deepLink: JSONValue = .object(["path": .array([
+            .object(["counter": .object([:])]), .object(["settings": .object([:])]),
+            .object(["counter": .object(["destination": .object(["fact": .object(["value": .string("0 is a good number")])])])]),
+        ])])
+        _ = try await session.replaceState(deepLink)
+        let linked = try await settled(mirror)
+        #expect(linked.stacks.first?.elements.last?.presentations.first?.style == .sheet)
+        await navd.stop()
+    }
+
+    @Test func errorsAreTyped() async throws {
+        let navd = try await LoopbackNavd()
+        let created = try await navd.client.createSession(feature: "app")
+        let session = navd.client.session(id: created.id, token: created.token)
+
+        await #expect { try await session.pop("s1", .count(5)) } throws: { ($0 as? NavdError)?.code == .invalidPop && ($0 as? NavdError)?.status == 422 }
+        await #expect { try await session.perform("counterButtonTapped", ifMatch: created.version + 9) } throws: {
+            ($0 as? NavdError)?.code == .versionMismatch && ($0 as? NavdError)?.status == 412
+        }
+        await #expect { try await session.dismiss("p999") } throws: { ($0 as? NavdError)?.status == 409 }
+        await #expect { try await session.perform("noSuchAction") } throws: { ($0 as? NavdError)?.code == .unknownAction }
+        await #expect { try await navd.client.createSession(feature: "counter", state: .object(["count": .string("x")])) } throws: {
+            ($0 as? NavdError)?.code == .invalidState
+        }
+        let stranger = navd.client.session(id: created.id, token: String(repeating: "0", count: 64))
+        await #expect { try await stranger.navigation() } throws: { ($0 as? NavdError)?.code == .unauthorized }
+        // Nothing above changed the session.
+        #expect(try await session.perform("counterButtonTapped", ifMatch: created.version).version == created.version + 1)
+        await navd.stop()
+    }
+
+    @Test func deletingTheSessionEndsTheMirror() async throws {
+        let navd = try await LoopbackNavd()
+        let created = try await navd.client.createSession(feature: "counter")
+        let session = navd.client.session(id: created.id, token: created.token)
+        let mirror = NavigationMirror(session: session)
+        mirror.start()
+        try await until("open") { mirror.connection == .open }
+        try await session.end()
+        try await until("ended") { mirror.connection == .ended }
+        #expect(mirror.endReason == "deleted")
+        await navd.stop()
+    }
+
+    /// navd restarts (its streams close without `end`) while the session moves on: the mirror
+    /// reconnects with a fresh ticket and `lastEventId`, and gets every event once, in order.
+    @Test func aReconnectionMissesNothingAndRepeatsNothing() async throws {
+        let directory = try LoopbackNavd.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var navd = try await LoopbackNavd(durableIn: directory)
+        let created = try await navd.client.createSession(feature: "app")
+        let session = navd.client.session(id: created.id, token: created.token)
+        let mirror = NavigationMirror(session: session, retry: .init(initial: .milliseconds(800), maximum: .seconds(2)))
+        var applied: [(id: Int?, event: NavigationEvent)] = []
+        mirror.onEvent = { applied.append(($0, $1)) }
+        mirror.start()
+        try await until("open") { mirror.connection == .open }
+        _ = try await session.perform("counterButtonTapped")
+        _ = try await session.perform("incrementButtonTapped", target: try #require(try await session.navigation().stacks.first?.elements.first?.id))
+        try await settled(mirror)
+
+        navd = try await navd.restart()
+        try await until("the stream to break") { mirror.connection == .reconnecting }
+        let appliedBefore = applied.count
+        // While the mirror waits out its back-off, the session moves on.
+        _ = try await session.perform("settingsButtonTapped")
+        _ = try await session.perform("counterButtonTapped")
+        let stackID = try #require(try await session.navigation().stacks.first?.id)
+        _ = try await session.pop(stackID)
+        try await until("reconnected") { mirror.connection == .open && mirror.lastEventID != nil }
+        let final = try await settled(mirror)
+        #expect(applied.count > appliedBefore, "the events of the gap came on the resumed stream")
+        #expect(final.stacks.first?.elements.map(\.feature) == ["counter", "settings"])
+
+        let snapshots = applied.filter { if case .snapshot = $0.event { true } else { false } }
+        #expect(snapshots.count == 1, "a resumed stream sends no second snapshot")
+        let ids = applied.compactMap(\.id)
+        #expect(ids.count == applied.count)
+        #expect(Set(ids).count == ids.count, "nothing twice")
+        #expect(zip(ids, ids.dropFirst()).allSatisfy { $1 == $0 + 1 }, "nothing missed: \(ids)")
+        mirror.stop()
+        await navd.stop()
+    }
+}
