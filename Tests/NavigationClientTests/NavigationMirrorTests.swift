@@ -1,5 +1,7 @@
 import Foundation
 import NavigationClient
+import Observation
+import Synchronization
 import Testing
 
 /// The Swift client against a real navd over loopback: the mirror always settles on exactly
@@ -24,7 +26,11 @@ import Testing
         try await until("open") { mirror.connection == .open && mirror.tree != nil }
         #expect(mirror.tree == created.navigation)
 
+        // What a SwiftUI view or a UIKit controller does: observe the tree, hear that it changed.
+        let changed = Atomic(false)
+        withObservationTracking { _ = mirror.tree } onChange: { changed.store(true, ordering: .sequentiallyConsistent) }
         let incremented = try await session.perform("incrementButtonTapped")
+        try await until("an observed change") { changed.load(ordering: .sequentiallyConsistent) }
         #expect(incremented.version == created.version + 1)
         _ = try await session.perform("incrementButtonTapped")
         let tree = try await settled(mirror)
@@ -59,6 +65,11 @@ import Testing
         let stack = try #require(pushed.stacks.first)
         #expect(stack.slot == "path" && stack.elements.map(\.feature) == ["counter", "settings", "counter"])
         #expect(stack.elements[2].state["count"] == .number(7))
+
+        // A two-way binding: the settings screen's toggle.
+        let bound = try await session.bind(stack.elements[1].id, "isOn", to: .bool(true))
+        #expect(bound.events.map(\.event) == [.state(feature: stack.elements[1].id, changes: ["isOn": .bool(true)])])
+        #expect(try await settled(mirror).stacks.first?.elements[1].state["isOn"] == .bool(true))
 
         _ = try await session.pop(stack.id, .to(stack.elements[0].id))
         #expect(try await settled(mirror).stacks.first?.elements.count == 1)
