@@ -72,7 +72,12 @@ public final class NavigationMirror {
         var attempt = 0
         while !Task.isCancelled, connection != .ended {
             do {
-                let ticket = try await session.streamTicket()
+                let ticket: String
+                do { ticket = try await session.streamTicket() } catch {
+                    // 401: the token no longer works; 404: the session ended while we were away.
+                    if error.status == 401 || error.status == 404 { return finish(error.status == 404 ? "gone" : "unauthorized") }
+                    throw error
+                }
                 let stream = EventStreamConnection.open(try streamURL(ticket: ticket), idleTimeout: idleTimeout)
                 for try await item in stream {
                     switch item {
@@ -87,8 +92,9 @@ public final class NavigationMirror {
                     if connection == .ended { return }
                 }
             } catch let error as NavdError {
-                // 401: the token no longer works; 404: the session ended while we were away.
-                if error.status == 401 || error.status == 404 { return finish(error.status == 404 ? "gone" : "unauthorized") }
+                // 404 on the stream: the session is gone. (A 401 there is a spent or expired ticket:
+                // the next try takes another, and ends the mirror if the token itself stopped working.)
+                if error.status == 404 { return finish("gone") }
             } catch {
                 // Out of step with the server: start over from a fresh snapshot.
                 lastEventID = nil

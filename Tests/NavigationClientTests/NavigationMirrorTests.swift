@@ -116,6 +116,17 @@ import Testing
         try await session.end()
         try await until("ended") { mirror.connection == .ended }
         #expect(mirror.endReason == "deleted")
+
+        // A mirror of a session that is gone, or with a token that is not its, ends at once.
+        let late = NavigationMirror(session: session)
+        late.start()
+        try await until("gone") { late.connection == .ended }
+        #expect(late.endReason == "gone")
+        let other = try await navd.client.createSession(feature: "counter")
+        let stranger = NavigationMirror(session: navd.client.session(id: other.id, token: created.token))
+        stranger.start()
+        try await until("unauthorized") { stranger.connection == .ended }
+        #expect(stranger.endReason == "unauthorized" && stranger.tree == nil)
         await navd.stop()
     }
 
