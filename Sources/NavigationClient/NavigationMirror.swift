@@ -57,7 +57,8 @@ public final class NavigationMirror {
         self.idleTimeout = idleTimeout
     }
 
-    /// Starts following the session.
+    /// Starts following the session. The stream holds the mirror until `stop()` or the
+    /// session's end: call `stop()` when the screen that shows it goes away.
     public func start() {
         guard task == nil, connection != .ended else { return }
         task = Task { [weak self] in await self?.run() }
