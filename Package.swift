@@ -11,6 +11,10 @@ let package = Package(
     name: "navd",
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
+        // The navigation core: state encoding, screen declarations, the engine. Declare and test features with it.
+        .library(name: "NavigationCore", targets: ["NavigationCore"]),
+        // The server around it: host your own features (a `FeatureCatalog`) over HTTP with a `ServerConfiguration`.
+        .library(name: "NavServer", targets: ["NavServer"]),
         .executable(name: "navd", targets: ["navd"]),
         .executable(name: "navd-bench", targets: ["navd-bench"]),
         .library(name: "NavigationClient", targets: ["NavigationClient"]),
@@ -39,7 +43,7 @@ let package = Package(
             .embedInCode("Resources/inspector.js"),
             .embedInCode("Resources/inspector.css"),
         ], swiftSettings: swiftSettings),
-        // Sessions, routes, configuration and metrics: wires the core and the features to HTTP.
+        // Sessions, routes, configuration and metrics: wires the core and its caller's features to HTTP.
         .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP", "WebClient", "SessionStorage", "SQLiteStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
         // glibc's malloc.h (mallopt, malloc_trim): empty elsewhere.
         .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
@@ -47,7 +51,7 @@ let package = Package(
         .target(name: "NavigationClient", swiftSettings: swiftSettings),
         // Loopback stubs shared by the test targets; never part of a product.
         .target(name: "TestSupport", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
-        .executableTarget(name: "navd", dependencies: ["NavServer", "HTTP", "SessionStorage"], swiftSettings: swiftSettings),
+        .executableTarget(name: "navd", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP", "SessionStorage"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),

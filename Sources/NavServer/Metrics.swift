@@ -40,7 +40,6 @@ public final class Metrics: Sendable {
         var durations: [Series: Histogram] = [:]
         var waitDurations: [Series: Histogram] = [:]
         var events: [String: Int] = [:]
-        var factFetches: [String: Int] = [:]
         var droppedSubscribers = 0
     }
 
@@ -52,6 +51,7 @@ public final class Metrics: Sendable {
 
     private let counters = Mutex(Counters())
     private let openStreams = Atomic<Int>(0)
+    private let hosted = Mutex<[LabeledCounter]>([])
 
     public init() {}
 
@@ -73,8 +73,14 @@ public final class Metrics: Sendable {
         counters.withLock { $0.events[type, default: 0] += 1 }
     }
 
-    func factFetched(_ outcome: String) {
-        counters.withLock { $0.factFetches[outcome, default: 0] += 1 }
+    /// The counter families the hosted features asked for, in the order they asked.
+    func counter(_ name: String, help: String, label: String) -> LabeledCounter {
+        hosted.withLock { families in
+            if let existing = families.first(where: { $0.name == name }) { return existing }
+            let counter = LabeledCounter(name: name, help: help, label: label)
+            families.append(counter)
+            return counter
+        }
     }
 
     func subscriberDropped() {
@@ -123,10 +129,7 @@ public final class Metrics: Sendable {
         }
         out.family("navd_event_stream_subscribers_dropped_total", "counter", "Event streams closed for falling too far behind.")
         out.sample("navd_event_stream_subscribers_dropped_total", counters.droppedSubscribers)
-        out.family("navd_fact_fetches_total", "counter", "Fact service requests, by outcome.")
-        for (outcome, value) in counters.factFetches.sorted(by: { $0.key < $1.key }) {
-            out.sample("navd_fact_fetches_total", labels: "outcome=\"\(outcome)\"", value)
-        }
+        for counter in hosted.withLock({ $0 }) { counter.render(into: &out) }
         ProcessMetrics.render(into: &out)
         return out.text
     }

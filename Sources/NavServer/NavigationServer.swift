@@ -1,4 +1,3 @@
-import Features
 import Dispatch
 import HTTP
 import NavigationCore
@@ -6,37 +5,32 @@ import SessionStorage
 import SQLiteStorage
 import Synchronization
 
-/// `navd`: the features, their sessions and the HTTP API, wired together.
+/// A navigation-state server: the features its caller hands it, their sessions and the HTTP
+/// API, wired together. Build one from a catalog and a configuration, `start()` it, and
+/// `shutdown(within:)` when done; `navd` is nothing more than that around the demo features.
 public final class NavigationServer: Sendable {
     public let configuration: ServerConfiguration
     private let http: HTTPServer
     private let handler: APIHandler
     private let timers: DispatchQueue
 
-    /// - Parameter storage: where sessions are kept between processes; `nil` keeps them in
-    ///   memory only, and a shutdown ends them.
-    public convenience init(configuration: ServerConfiguration, storage: (any SessionStorage)? = nil) {
-        self.init(configuration: configuration, storage: storage, logOutput: RequestLog.standardOutput)
+    /// - Parameters:
+    ///   - storage: where sessions are kept between processes; `nil` keeps them in memory
+    ///     only, and a shutdown ends them. `openStorage(_:)` opens the one `configuration` names.
+    ///   - features: builds the features sessions can be started with, once, given the
+    ///     configuration and the server's metrics.
+    public convenience init(configuration: ServerConfiguration, storage: (any SessionStorage)? = nil,
+                            features: (FeatureServices) -> FeatureCatalog) {
+        self.init(configuration: configuration, storage: storage, logOutput: RequestLog.standardOutput, features: features)
     }
 
     /// - Parameter logOutput: where log lines go (stdout; a test's buffer).
-    init(configuration: ServerConfiguration, storage: (any SessionStorage)?, logOutput: @escaping RequestLog.Output) {
+    init(configuration: ServerConfiguration, storage: (any SessionStorage)?, logOutput: @escaping RequestLog.Output,
+         features: (FeatureServices) -> FeatureCatalog) {
         self.configuration = configuration
         let metrics = Metrics()
-        let factClient = MeteredFactClient(
-            base: LimitedFactClient(
-                base: LiveFactClient(baseURL: configuration.factBaseURL, timeout: configuration.factTimeout),
-                limits: .init(total: configuration.factMaxInFlight, perSession: configuration.factMaxPerSession)
-            ),
-            metrics: metrics
-        )
-        let dependencies = FeatureDependencies(
-            factClient: factClient,
-            connectDelay: configuration.connectDelay,
-            alertDismissDelay: configuration.alertDismissDelay
-        )
         handler = APIHandler(
-            catalog: FeatureSet.catalog(dependencies),
+            catalog: features(FeatureServices(configuration: configuration, metrics: metrics)),
             store: SessionStore(limit: configuration.maxSessions),
             metrics: metrics,
             log: RequestLog(enabled: configuration.logRequests, output: logOutput),

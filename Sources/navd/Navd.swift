@@ -38,7 +38,7 @@ enum Navd {
             StandardStream.error.writeLine("navd: \(error)")
             exit(2)
         }
-        let server = NavigationServer(configuration: configuration, storage: storage)
+        let server = NavigationServer(configuration: configuration, storage: storage, features: DemoFeatures.catalog)
         switch waitFor({ try await server.start() }) {
         case .success: break
         case .failure(let error as StorageError):

@@ -1,6 +1,6 @@
 import Foundation
 @testable import NavServer
-import NavigationCore
+@testable import NavigationCore
 import Testing
 import TestSupport
 

@@ -1,3 +1,4 @@
+import Features
 import Foundation
 @testable import NavServer
 import Synchronization
@@ -22,8 +23,26 @@ final class TestServer: Sendable {
         configuration.logRequests = log != nil
         configure(&configuration)
         let discard: RequestLog.Output = { _ in }
-        server = NavigationServer(configuration: configuration, storage: nil, logOutput: log?.output ?? discard)
+        server = NavigationServer(configuration: configuration, storage: nil, logOutput: log?.output ?? discard,
+                                  features: Self.demoFeatures)
         try await server.start()
+    }
+
+    /// The demo features wired as `navd` wires them (its `DemoFeatures`), through the public API.
+    static func demoFeatures(_ services: FeatureServices) -> FeatureCatalog {
+        let configuration = services.configuration
+        let fetches = services.counter("navd_fact_fetches_total", help: "Fact service requests, by outcome.", label: "outcome")
+        return FeatureSet.catalog(FeatureDependencies(
+            factClient: MeteredFactClient(
+                base: LimitedFactClient(
+                    base: LiveFactClient(baseURL: configuration.factBaseURL, timeout: configuration.factTimeout),
+                    limits: .init(total: configuration.factMaxInFlight, perSession: configuration.factMaxPerSession)
+                ),
+                record: fetches.increment
+            ),
+            connectDelay: configuration.connectDelay,
+            alertDismissDelay: configuration.alertDismissDelay
+        ))
     }
 
     func client(timeoutSeconds: Int = 10) throws -> LoopbackClient { try LoopbackClient(port: port, timeoutSeconds: timeoutSeconds) }

@@ -1,12 +1,13 @@
 /// A client's copy of the navigation tree, built from a snapshot and the events after it.
 ///
-/// It is what any thin client does, written once: tests use it to check invariant 8 (a replica
-/// always equals the server's tree), and it is strict, so an event out of rule 3's order (a
-/// feature dismissed before its own presentations, a pop of elements that are not on top) is
-/// an error rather than a silent repair.
-public struct NavigationReplica {
-    public struct Inconsistency: Error, CustomStringConvertible {
-        public let description: String
+/// It is what any thin client does, written once. Recovery replays a durable session's
+/// journal through it, and tests check invariant 8 with it (a replica always equals the
+/// server's tree); not public API, tests reach it with `@testable`. It is strict, so an event
+/// out of rule 3's order (a feature dismissed before its own presentations, a pop of elements
+/// that are not on top) is an error rather than a silent repair.
+struct NavigationReplica {
+    struct Inconsistency: Error, CustomStringConvertible {
+        let description: String
     }
 
     private final class Feature {
@@ -39,15 +40,15 @@ public struct NavigationReplica {
     private var stacks: [String: Stack] = [:]
 
     /// Starts from a `snapshot`'s `navigation` (or `GET …/navigation`).
-    public init(navigation: JSON) throws(Inconsistency) {
+    init(navigation: JSON) throws(Inconsistency) {
         root = Feature(id: "root", attributes: JSONObject(), state: JSONObject())
         try load(navigation)
     }
 
     /// The tree, in the shape `GET …/navigation` has.
-    public var navigation: JSON { render(root, kind: .root) }
+    var navigation: JSON { render(root, kind: .root) }
 
-    public mutating func apply(event: String, data: JSON) throws(Inconsistency) {
+    mutating func apply(event: String, data: JSON) throws(Inconsistency) {
         switch event {
         case "snapshot":
             guard let navigation = data["navigation"] else { throw fail("snapshot without navigation") }
@@ -94,7 +95,7 @@ public struct NavigationReplica {
 
     /// A tree with its ids and sibling order taken out, for comparing sessions whose ids differ
     /// (a warm deep link against a cold one).
-    public static func shape(of navigation: JSON) -> JSON {
+    static func shape(of navigation: JSON) -> JSON {
         guard case .object(let node) = navigation else { return navigation }
         var result = JSONObject()
         for pair in node.pairs where pair.key != "id" && pair.key != "parent" {
