@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the Swift suites (unit, model-level, property and end-to-end over loopback,
-# built with warnings as errors), the process tests again against the release binary,
+# built with warnings as errors), the example package's suite (Examples/TodoServer), the
+# process tests again against the release binary,
 # the JavaScript client's tests (node) and the inspector in a headless Chromium (about 10 s),
 # schemathesis against a live navd with openapi.yaml, promtool on a live navd's /metrics, and a
 # kill -9 crash test of the store. Nothing reaches the internet: the fact
@@ -12,6 +13,10 @@ trap 'rm -f "$log"' EXIT
 
 scripts/system-packages.sh --test
 swift test --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
+# The example package hosts a feature of its own through the library products, as another team
+# would; it builds navd's targets again in its own .build.
+swift build --package-path Examples/TodoServer -Xswiftc -warnings-as-errors
+swift test --package-path Examples/TodoServer --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
 # What people deploy is the release build: its signals and shutdown are tested too.
 swift build -c release --product navd -Xswiftc -warnings-as-errors
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" \
