@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: the Swift suites (unit, model-level, property and end-to-end over loopback,
 # built with warnings as errors), the example package's suite (Examples/TodoServer), the
-# process tests again against the release binary,
-# the JavaScript client's tests (node) and the inspector in a headless Chromium (about 10 s),
-# schemathesis against a live navd with openapi.yaml, promtool on a live navd's /metrics, and a
-# kill -9 crash test of the store. Nothing reaches the internet: the fact
+# process tests again against the release binary, the JavaScript client's tests (node) and
+# the inspector in a headless Chromium (about 10 s), schemathesis against a live navd with
+# openapi.yaml, promtool on a live navd's /metrics, and a kill -9 crash test of the store.
+# Nothing reaches the internet: the fact
 # service is a loopback stub or a closed port. Ends with one line: "tests: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
