@@ -19,9 +19,11 @@ extension Screen where Subject == WifiModel {
         connect: Screen<ConnectToNetworkModel>,
         detail: Screen<NetworkDetailModel>
     ) -> Screen<WifiModel> {
-        let destination = StateCodec<WifiModel.Destination>.oneOf("Destination", [
-            EnumCase("connect", connect.codec, embed: { .connect($0) }, extract: \.connect),
-            EnumCase("detail", detail.codec, embed: { .detail($0) }, extract: \.detail),
+        let destination = DestinationField<WifiModel, WifiModel.Destination>("destination", \.destination, [
+            .model("connect", style: .sheet, connect,
+                   embed: { .connect($0) }, extract: { if case .connect(let model) = $0 { model } else { nil } }),
+            .model("detail", style: .drillDown, detail,
+                   embed: { .detail($0) }, extract: { if case .detail(let model) = $0 { model } else { nil } }),
         ])
         return Screen("wifi", make: { WifiModel(dependencies: dependencies) },
             // `isOn` last: turning Wi-Fi off clears the selection and the destination, so a deep
@@ -29,7 +31,7 @@ extension Screen where Subject == WifiModel {
             fields: [
                 .value("foundNetworks", \.foundNetworks, .array(Screen<Network>.network.codec)),
                 .value("selectedNetworkID", \.selectedNetworkID, .optional(.string)),
-                .children("destination", \.destination, .optional(destination)),
+                destination.field,
                 .value("isOn", \.isOn, .bool, bindable: true),
             ],
             actions: [
@@ -41,32 +43,28 @@ extension Screen where Subject == WifiModel {
                 },
                 .sync("refreshNetworks") { $0.refreshNetworks() },
             ],
-            presentations: [
-                .model("destination.connect", style: .sheet, connect,
-                       unwrap: { $0.destination?.connect }, dismiss: { $0.destination = nil }),
-                .model("destination.detail", style: .drillDown, detail,
-                       unwrap: { $0.destination?.detail }, dismiss: { $0.destination = nil }),
-            ]
+            presentations: destination.slots
         )
     }
 }
 
 extension Screen where Subject == NetworkDetailModel {
     static func detail(alert: Screen<Presence>) -> Screen<NetworkDetailModel> {
-        Screen("detail", make: { NetworkDetailModel(network: Screen<Network>.network.make()) },
+        let confirmForget = Action<NetworkDetailModel>.sync("confirmForgetNetworkButtonTapped") { $0.confirmForgetNetworkButtonTapped() }
+        return Screen("detail", make: { NetworkDetailModel(network: Screen<Network>.network.make()) },
             fields: [
                 .value("network", \.network, Screen<Network>.network.codec),
                 .value("forgetAlertIsPresented", \.forgetAlertIsPresented, .bool),
             ],
             actions: [
                 .sync("forgetNetworkButtonTapped") { $0.forgetNetworkButtonTapped() },
-                .sync("confirmForgetNetworkButtonTapped") { $0.confirmForgetNetworkButtonTapped() },
+                confirmForget,
             ],
             presentations: [
                 .isPresented("forgetAlertIsPresented", style: .alert, \.forgetAlertIsPresented, screen: alert) { model in
                     AlertContent(title: "Forget Wi-Fi Network \"\(model.network.name)\"?", buttons: [
                         .cancel,
-                        AlertButton("Forget", role: .destructive, action: "confirmForgetNetworkButtonTapped"),
+                        AlertButton("Forget", role: .destructive, action: confirmForget),
                     ])
                 },
             ]
@@ -109,15 +107,5 @@ extension WifiModel {
             throw StateError(arguments.path("network"), "no network with id \"\(id)\" was found")
         }
         return network
-    }
-}
-
-extension WifiModel.Destination {
-    var connect: ConnectToNetworkModel? {
-        if case .connect(let model) = self { model } else { nil }
-    }
-
-    var detail: NetworkDetailModel? {
-        if case .detail(let model) = self { model } else { nil }
     }
 }

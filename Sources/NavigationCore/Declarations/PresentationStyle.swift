@@ -34,10 +34,18 @@ public struct AlertButton: Sendable, Equatable {
     /// The owner's action this button sends before the alert is dismissed.
     public var action: String?
 
-    public init(_ label: String, role: Role? = nil, action: String? = nil) {
+    public init(_ label: String, role: Role? = nil) {
         self.label = label
         self.role = role
-        self.action = action
+        self.action = nil
+    }
+
+    /// A button that sends `action`: the declared action itself, never a second spelling of
+    /// its name that could drift from it.
+    public init<Owner>(_ label: String, role: Role? = nil, action: Action<Owner>) {
+        self.label = label
+        self.role = role
+        self.action = action.name
     }
 
     var json: JSON {

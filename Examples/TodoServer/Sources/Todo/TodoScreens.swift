@@ -22,14 +22,17 @@ extension Screen where Subject == TodoListModel {
     static var todos: Screen<TodoListModel> {
         let detail = Screen<TodoDetailModel>.detail
         let addItem = Screen<AddItemModel>.addItem
-        let destination = StateCodec<TodoListModel.Destination>.oneOf("Destination", [
-            EnumCase("detail", detail.codec, embed: { .detail($0) }, extract: \.detail),
-            EnumCase("addItem", addItem.codec, embed: { .addItem($0) }, extract: \.addItem),
+        // Each case declared once: the state codec and the presentation slot come from it.
+        let destination = DestinationField<TodoListModel, TodoListModel.Destination>("destination", \.destination, [
+            .model("detail", style: .drillDown, detail,
+                   embed: { .detail($0) }, extract: { if case .detail(let model) = $0 { model } else { nil } }),
+            .model("addItem", style: .sheet, addItem,
+                   embed: { .addItem($0) }, extract: { if case .addItem(let model) = $0 { model } else { nil } }),
         ])
         return Screen("todos", make: { TodoListModel() },
             fields: [
                 .value("items", \.items, .array(Screen<TodoItem>.item.codec)),
-                .children("destination", \.destination, .optional(destination)),
+                destination.field,
             ],
             actions: [
                 .sync("itemTapped", [.string("item")]) { model, arguments throws(StateError) in
@@ -41,12 +44,7 @@ extension Screen where Subject == TodoListModel {
                 },
                 .sync("addButtonTapped") { $0.addButtonTapped() },
             ],
-            presentations: [
-                .model("destination.detail", style: .drillDown, detail,
-                       unwrap: { $0.destination?.detail }, dismiss: { $0.destination = nil }),
-                .model("destination.addItem", style: .sheet, addItem,
-                       unwrap: { $0.destination?.addItem }, dismiss: { $0.destination = nil }),
-            ]
+            presentations: destination.slots
         )
     }
 }
@@ -64,6 +62,8 @@ extension Screen where Subject == TodoDetailModel {
     /// Deleting asks first, in a confirmation dialog.
     static var detail: Screen<TodoDetailModel> {
         let dialog = Screen<Presence>("deleteConfirmation", make: { Presence() })
+        // Declared once, sent by the dialog's Delete button: no second spelling of its name.
+        let confirmDelete = Action<TodoDetailModel>.sync("confirmDeleteButtonTapped") { $0.confirmDeleteButtonTapped() }
         return Screen("detail", make: { TodoDetailModel(item: Screen<TodoItem>.item.make()) },
             fields: [
                 .value("item", \.item, Screen<TodoItem>.item.codec),
@@ -71,26 +71,16 @@ extension Screen where Subject == TodoDetailModel {
             ],
             actions: [
                 .sync("deleteButtonTapped") { $0.deleteButtonTapped() },
-                .sync("confirmDeleteButtonTapped") { $0.confirmDeleteButtonTapped() },
+                confirmDelete,
             ],
             presentations: [
                 .isPresented("deleteConfirmation", style: .confirmationDialog, \.deleteConfirmationIsPresented, screen: dialog) { model in
                     AlertContent(title: "Delete \"\(model.item.title)\"?", buttons: [
-                        AlertButton("Delete", role: .destructive, action: "confirmDeleteButtonTapped"),
+                        AlertButton("Delete", role: .destructive, action: confirmDelete),
                         AlertButton("Cancel", role: .cancel),
                     ])
                 },
             ]
         )
-    }
-}
-
-extension TodoListModel.Destination {
-    var detail: TodoDetailModel? {
-        if case .detail(let model) = self { model } else { nil }
-    }
-
-    var addItem: AddItemModel? {
-        if case .addItem(let model) = self { model } else { nil }
     }
 }

@@ -1,0 +1,66 @@
+/// An optional enum destination declared once: each case names its payload's screen, its style
+/// and how to get in and out of the enum, and both the state field (its codec) and the
+/// presentation slots are made from that one declaration, so they can never disagree.
+///
+/// Slots are named `<field>.<case>` (`destination.fact`), the contract's spelling.
+public struct DestinationField<Owner, Value>: Sendable {
+    /// The state field, holding children.
+    public let field: Field<Owner>
+    /// One slot per case.
+    public let slots: [PresentationSlot<Owner>]
+
+    /// - Parameters:
+    ///   - name: the field's name, `destination`.
+    ///   - typeName: the enum's name as clients see it in errors.
+    public init(_ name: String, _ keyPath: WritableKeyPath<Owner, Value?> & Sendable, typeName: String = "Destination",
+                _ cases: [Case]) {
+        field = .children(name, keyPath, .optional(.oneOf(typeName, cases.map(\.enumCase))))
+        slots = cases.map { $0.slot("\(name).\($0.enumCase.name)", keyPath) }
+    }
+
+    /// One case of the destination enum.
+    public struct Case: Sendable {
+        let enumCase: EnumCase<Value>
+        let slot: @Sendable (String, WritableKeyPath<Owner, Value?> & Sendable) -> PresentationSlot<Owner>
+
+        /// A case holding a child model, identified by the object.
+        ///
+        /// - Parameters:
+        ///   - embed: the case constructor, as `Destination.settings`.
+        ///   - extract: the model when the value is this case.
+        public static func model<Child: AnyObject>(
+            _ name: String,
+            style: PresentationStyle,
+            _ screen: Screen<Child>,
+            anchor: String? = nil,
+            embed: @escaping @Sendable (Child) -> Value,
+            extract: @escaping @Sendable (Value) -> Child?
+        ) -> Case {
+            Case(enumCase: EnumCase(name, screen.codec, embed: embed, extract: extract)) { slotName, keyPath in
+                .model(slotName, style: style, screen, anchor: anchor,
+                       unwrap: { $0[keyPath: keyPath].flatMap(extract) }, dismiss: { $0[keyPath: keyPath] = nil })
+            }
+        }
+
+        /// A case holding a plain value; a presented value reads and writes through its owner.
+        ///
+        /// - Parameter identity: what makes it a different presentation (rule 1).
+        public static func value<Child>(
+            _ name: String,
+            style: PresentationStyle,
+            _ screen: Screen<Child>,
+            anchor: String? = nil,
+            identity: @escaping @Sendable (Child) -> Identity,
+            alert: (@Sendable (Owner, Child) -> AlertContent)? = nil,
+            embed: @escaping @Sendable (Child) -> Value,
+            extract: @escaping @Sendable (Value) -> Child?
+        ) -> Case {
+            Case(enumCase: EnumCase(name, screen.codec, embed: embed, extract: extract)) { slotName, keyPath in
+                .value(slotName, style: style, screen, anchor: anchor, identity: identity, alert: alert,
+                       unwrap: { $0[keyPath: keyPath].flatMap(extract) },
+                       embed: { $0[keyPath: keyPath] = embed($1) },
+                       dismiss: { $0[keyPath: keyPath] = nil })
+            }
+        }
+    }
+}
