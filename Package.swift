@@ -44,21 +44,23 @@ let package = Package(
             .embedInCode("Resources/inspector.css"),
         ], swiftSettings: swiftSettings),
         // Sessions, routes, configuration and metrics: wires the core and its caller's features to HTTP.
-        .target(name: "NavServer", dependencies: ["NavigationCore", "Features", "HTTP", "WebClient", "SessionStorage", "SQLiteStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
+        .target(name: "NavServer", dependencies: ["NavigationCore", "HTTP", "WebClient", "SessionStorage", "SQLiteStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
         // glibc's malloc.h (mallopt, malloc_trim): empty elsewhere.
         .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
         // The Swift client an app imports: the event stream, a live mirror of the tree, the API's calls. Depends on no other target.
         .target(name: "NavigationClient", swiftSettings: swiftSettings),
         // Loopback stubs shared by the test targets; never part of a product.
         .target(name: "TestSupport", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
-        .executableTarget(name: "navd", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP", "SessionStorage"], swiftSettings: swiftSettings),
+        // The demo features on NavServer's public API, with their flags: what navd and the tests host.
+        .target(name: "DemoHost", dependencies: ["NavServer", "Features", "NavigationCore"], swiftSettings: swiftSettings),
+        .executableTarget(name: "navd", dependencies: ["DemoHost", "NavServer", "HTTP", "SessionStorage"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "SessionStorageTests", dependencies: ["SessionStorage", "SQLiteStorage"], swiftSettings: swiftSettings),
-        .testTarget(name: "NavigationClientTests", dependencies: ["NavigationClient", "NavServer", "SQLiteStorage", "SessionStorage", "TestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "NavServerTests", dependencies: ["NavServer", "Features", "NavigationCore", "HTTP", "TestSupport", "WebClient"], swiftSettings: swiftSettings),
+        .testTarget(name: "NavigationClientTests", dependencies: ["NavigationClient", "NavServer", "DemoHost", "SQLiteStorage", "SessionStorage", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "NavServerTests", dependencies: ["NavServer", "DemoHost", "Features", "NavigationCore", "HTTP", "TestSupport", "WebClient"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )

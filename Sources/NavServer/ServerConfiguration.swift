@@ -1,20 +1,12 @@
-import Features
 import HTTP
 import NavigationCore
 
-/// Every setting of `navd`: a flag, and for the ones a container sets, an environment variable.
-/// Flags win over the environment, the environment over defaults.
+/// Every setting of the server: a flag, and for the ones a container sets, an environment
+/// variable. Flags win over the environment, the environment over defaults. A host adds the
+/// settings of its own features with `ConfigurationOption`s (navd: the fact service, delays).
 public struct ServerConfiguration: Sendable, Equatable {
     public var host = "127.0.0.1"
     public var port = 8080
-    public var factBaseURL = FactServiceURL.numbersAPI
-    /// A deadline for the whole fetch, connecting to last byte.
-    public var factTimeout: Duration = .seconds(5)
-    /// Fact fetches in flight, all sessions together and in one session.
-    public var factMaxInFlight = 64
-    public var factMaxPerSession = 2
-    public var connectDelay: Duration = .seconds(1)
-    public var alertDismissDelay: Duration = .seconds(3)
     public var maxSessions: Int?
     public var maxConnections: Int?
     /// Events kept for resuming, and how large a session's state may grow.
@@ -51,6 +43,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// A setting that cannot be used; `navd` prints it and exits with code 2.
     public struct Invalid: Error, Equatable, CustomStringConvertible {
         public let description: String
+
+        /// - Parameter description: starts with the flag at fault: `--port: "x" is not ...`.
+        public init(description: String) {
+            self.description = description
+        }
     }
 
     /// What `--help` asks for.
@@ -59,13 +56,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// What `--version` asks for.
     public struct VersionRequested: Error {}
 
-    private struct Option: Sendable {
-        let flag: String
-        let environment: String?
-        let value: String
-        let help: String
-        let apply: @Sendable (inout ServerConfiguration, String) throws(Invalid) -> Void
-    }
+    private typealias Option = ConfigurationOption<ServerConfiguration>
 
     private static let options: [Option] = [
         Option(flag: "--host", environment: "NAVD_HOST", value: "ADDRESS", help: "address to listen on (default 127.0.0.1)") { config, value throws(Invalid) in
@@ -76,27 +67,6 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--port", environment: "PORT", value: "PORT", help: "TCP port, 0 for any free one (default 8080)") { config, value throws(Invalid) in
             config.port = try integer(value, "--port", in: 0...65535)
-        },
-        Option(flag: "--fact-base-url", environment: "FACT_BASE_URL", value: "URL", help: "fact service; GET {url}/{n} (default http://numbersapi.com)") { config, value throws(Invalid) in
-            guard let url = FactServiceURL(value) else {
-                throw Invalid(description: "--fact-base-url: \"\(value)\" is not an http(s) URL")
-            }
-            config.factBaseURL = url
-        },
-        Option(flag: "--fact-timeout-ms", environment: "FACT_TIMEOUT_MS", value: "MS", help: "deadline for a whole fact fetch (default 5000)") { config, value throws(Invalid) in
-            config.factTimeout = .milliseconds(try integer(value, "--fact-timeout-ms", in: 1...600_000))
-        },
-        Option(flag: "--fact-max-in-flight", environment: "FACT_MAX_IN_FLIGHT", value: "N", help: "fact fetches running at once, all sessions (default 64)") { config, value throws(Invalid) in
-            config.factMaxInFlight = try integer(value, "--fact-max-in-flight", in: 1...100_000)
-        },
-        Option(flag: "--fact-max-per-session", environment: "FACT_MAX_PER_SESSION", value: "N", help: "fact fetches running at once in one session (default 2)") { config, value throws(Invalid) in
-            config.factMaxPerSession = try integer(value, "--fact-max-per-session", in: 1...100_000)
-        },
-        Option(flag: "--connect-delay-ms", environment: "CONNECT_DELAY_MS", value: "MS", help: "how long joining a Wi-Fi network takes (default 1000)") { config, value throws(Invalid) in
-            config.connectDelay = .milliseconds(try integer(value, "--connect-delay-ms", in: 0...600_000))
-        },
-        Option(flag: "--alert-dismiss-ms", environment: "ALERT_DISMISS_MS", value: "MS", help: "how long the gallery's self-dismissing alert stays (default 3000)") { config, value throws(Invalid) in
-            config.alertDismissDelay = .milliseconds(try integer(value, "--alert-dismiss-ms", in: 0...600_000))
         },
         Option(flag: "--max-sessions", environment: "NAVD_MAX_SESSIONS", value: "N", help: "sessions at most; more are refused with 503 (default unlimited)") { config, value throws(Invalid) in
             config.maxSessions = try integer(value, "--max-sessions", in: 1...100_000_000)
@@ -158,10 +128,18 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// Reads the environment, then the flags.
     public static func parse(arguments: [String], environment: [String: String]) throws -> ServerConfiguration {
+        var none = NoSettings()
+        return try parse(arguments: arguments, environment: environment, settings: &none, options: [])
+    }
+
+    /// Reads the environment, then the flags: the server's and, into `settings`, a host's own.
+    public static func parse<Settings>(arguments: [String], environment: [String: String],
+                                       settings: inout Settings, options extra: [ConfigurationOption<Settings>]) throws -> ServerConfiguration {
         var config = ServerConfiguration()
-        for option in options {
-            if let name = option.environment, let value = environment[name] {
-                do { try option.apply(&config, value) } catch {
+        let entries = entries(extra)
+        for entry in entries {
+            if let name = entry.environment, let value = environment[name] {
+                do { try entry.apply(&config, &settings, value) } catch {
                     throw Invalid(description: "\(name): " + error.description.drop(while: { $0 != ":" }).dropFirst(2))
                 }
             }
@@ -177,18 +155,18 @@ public struct ServerConfiguration: Sendable, Equatable {
             default: break
             }
             let (flag, inline) = argument.split(separator: "=", maxSplits: 1).map(String.init).pair
-            guard let option = options.first(where: { $0.flag == flag }) else {
-                throw Invalid(description: "unknown option \(argument); see navd --help")
+            guard let entry = entries.first(where: { $0.flag == flag }) else {
+                throw Invalid(description: "unknown option \(argument); see --help")
             }
             let value: String
             if let inline {
                 value = inline
             } else {
-                guard index < arguments.count else { throw Invalid(description: "\(flag) needs a value (\(option.value))") }
+                guard index < arguments.count else { throw Invalid(description: "\(flag) needs a value (\(entry.value))") }
                 value = arguments[index]
                 index += 1
             }
-            try option.apply(&config, value)
+            try entry.apply(&config, &settings, value)
         }
         guard config.cors.extraHeaders.isEmpty || config.cors.isEnabled else {
             throw Invalid(description: "--cors-headers: has no effect without --cors-origin")
@@ -196,7 +174,34 @@ public struct ServerConfiguration: Sendable, Equatable {
         return config
     }
 
-    public static var help: String {
+    /// The server's options, then the host's, as one list.
+    private struct Entry<Settings> {
+        let flag: String
+        let environment: String?
+        let value: String
+        let help: String
+        let apply: (inout ServerConfiguration, inout Settings, String) throws(Invalid) -> Void
+    }
+
+    private static func entries<Settings>(_ extra: [ConfigurationOption<Settings>]) -> [Entry<Settings>] {
+        options.map { option in
+            Entry(flag: option.flag, environment: option.environment, value: option.value, help: option.help) { config, _, value throws(Invalid) in
+                try option.apply(&config, value)
+            }
+        } + extra.map { option in
+            Entry(flag: option.flag, environment: option.environment, value: option.value, help: option.help) { _, settings, value throws(Invalid) in
+                try option.apply(&settings, value)
+            }
+        }
+    }
+
+    /// What `parse` fills in when a host has no settings of its own.
+    public struct NoSettings: Sendable {}
+
+    public static var help: String { help(adding: [ConfigurationOption<NoSettings>]()) }
+
+    /// `--help`: the server's options, then the host's.
+    public static func help<Settings>(adding extra: [ConfigurationOption<Settings>]) -> String {
         var lines = [
             "navd: a navigation-state server. Hosts feature models per session, takes user actions over",
             "HTTP/JSON and streams present/dismiss/push/pop/state events over server-sent events.",
@@ -206,7 +211,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             "",
             "options (flag, environment variable):",
         ]
-        for option in options {
+        for option in entries(extra) {
             let flag = "  \(option.flag) \(option.value)".padded(to: 30)
             let environment = (option.environment ?? "").padded(to: 22)
             lines.append("\(flag)\(environment)\(option.help)")
@@ -216,11 +221,33 @@ public struct ServerConfiguration: Sendable, Equatable {
         return lines.joined(separator: "\n")
     }
 
-    private static func integer(_ text: String, _ flag: String, in range: ClosedRange<Int>) throws(Invalid) -> Int {
+    /// A whole number in `range`, or `Invalid` naming `flag`: for options of a host's own too.
+    public static func integer(_ text: String, _ flag: String, in range: ClosedRange<Int>) throws(Invalid) -> Int {
         guard let value = Int(text.trimmingSpaces), range.contains(value) else {
             throw Invalid(description: "\(flag): \"\(text)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)")
         }
         return value
+    }
+}
+
+/// One setting: a flag, optionally an environment variable, and how its value is applied.
+/// The server's own options are these; a host adds its own for its features' settings.
+public struct ConfigurationOption<Settings>: Sendable {
+    public let flag: String
+    public let environment: String?
+    /// The value's placeholder in `--help` (`MS`, `URL`).
+    public let value: String
+    public let help: String
+    let apply: @Sendable (inout Settings, String) throws(ServerConfiguration.Invalid) -> Void
+
+    /// - Parameter apply: checks the text and stores it; a bad value throws `Invalid` naming `flag`.
+    public init(flag: String, environment: String?, value: String, help: String,
+                apply: @escaping @Sendable (inout Settings, String) throws(ServerConfiguration.Invalid) -> Void) {
+        self.flag = flag
+        self.environment = environment
+        self.value = value
+        self.help = help
+        self.apply = apply
     }
 }
 

@@ -1,3 +1,4 @@
+import DemoHost
 import Dispatch
 import Glibc
 import HTTP
@@ -11,13 +12,15 @@ enum Navd {
     static func main() {
         Termination.holdSignals()
         let configuration: ServerConfiguration
+        var demo = DemoSettings()
         do {
             configuration = try ServerConfiguration.parse(
                 arguments: Array(CommandLine.arguments.dropFirst()),
-                environment: processEnvironment()
+                environment: processEnvironment(),
+                settings: &demo, options: DemoSettings.options
             )
         } catch is ServerConfiguration.HelpRequested {
-            print(ServerConfiguration.help)
+            print(ServerConfiguration.help(adding: DemoSettings.options))
             exit(0)
         } catch is ServerConfiguration.VersionRequested {
             print("navd \(BuildInfo.version)")
@@ -38,7 +41,7 @@ enum Navd {
             StandardStream.error.writeLine("navd: \(error)")
             exit(2)
         }
-        let server = NavigationServer(configuration: configuration, storage: storage, features: DemoFeatures.catalog)
+        let server = NavigationServer(configuration: configuration, storage: storage, features: { [demo] in DemoFeatures.catalog(demo, $0) })
         switch waitFor({ try await server.start() }) {
         case .success: break
         case .failure(let error as StorageError):

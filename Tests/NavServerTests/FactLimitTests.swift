@@ -1,3 +1,4 @@
+import DemoHost
 import Foundation
 @testable import NavServer
 import NavigationCore
@@ -10,11 +11,11 @@ import TestSupport
     @Test func aSessionRunsAtMostItsShareOfFetches() async throws {
         let slow = try FactStub(.drip(interval: .milliseconds(200)))
         defer { slow.stop() }
-        let server = try await TestServer {
+        let server = try await TestServer(demo: {
             $0.factBaseURL = slow.baseURL
             $0.factTimeout = .seconds(30)
             $0.factMaxPerSession = 2
-        }
+        })
         let (id, token) = try await server.session("app", state: #"{"path":[{"counter":{}},{"counter":{}},{"counter":{"count":3}}]}"#)
         let client = try server.client()
         let tree = try await client.get("/sessions/\(id)/navigation", token: token).json
@@ -47,11 +48,11 @@ import TestSupport
     @Test func overTheServersCapAFetchIsRefusedWithAnAlert() async throws {
         let slow = try FactStub(.drip(interval: .milliseconds(200)))
         defer { slow.stop() }
-        let server = try await TestServer {
+        let server = try await TestServer(demo: {
             $0.factBaseURL = slow.baseURL
             $0.factTimeout = .seconds(30)
             $0.factMaxInFlight = 2
-        }
+        })
         let client = try server.client()
         for _ in 0..<2 {
             let (id, token) = try await server.session("counter")
@@ -77,11 +78,16 @@ import TestSupport
     }
 
     @Test func theCapsAreFlagsAndEnvironmentVariables() throws {
-        let defaults = try ServerConfiguration.parse(arguments: [], environment: [:])
+        func parse(_ arguments: [String], _ environment: [String: String]) throws -> DemoSettings {
+            var settings = DemoSettings()
+            _ = try ServerConfiguration.parse(arguments: arguments, environment: environment, settings: &settings, options: DemoSettings.options)
+            return settings
+        }
+        let defaults = try parse([], [:])
         #expect((defaults.factMaxInFlight, defaults.factMaxPerSession) == (64, 2))
-        let set = try ServerConfiguration.parse(arguments: ["--fact-max-in-flight", "8"], environment: ["FACT_MAX_PER_SESSION": "1"])
+        let set = try parse(["--fact-max-in-flight", "8"], ["FACT_MAX_PER_SESSION": "1"])
         #expect((set.factMaxInFlight, set.factMaxPerSession) == (8, 1))
-        #expect(throws: ServerConfiguration.Invalid.self) { try ServerConfiguration.parse(arguments: ["--fact-max-in-flight", "0"], environment: [:]) }
-        #expect(throws: ServerConfiguration.Invalid.self) { try ServerConfiguration.parse(arguments: [], environment: ["FACT_MAX_PER_SESSION": "x"]) }
+        #expect(throws: ServerConfiguration.Invalid.self) { try parse(["--fact-max-in-flight", "0"], [:]) }
+        #expect(throws: ServerConfiguration.Invalid.self) { try parse([], ["FACT_MAX_PER_SESSION": "x"]) }
     }
 }

@@ -11,7 +11,7 @@ import TestSupport
     @Test func duringShutdownMutationsGet503AndNothingFollowsEnd() async throws {
         let silent = try FactStub(.silent)
         defer { silent.stop() }
-        let server = try await TestServer { $0.factBaseURL = silent.baseURL; $0.factTimeout = .seconds(30) }
+        let server = try await TestServer(demo: { $0.factBaseURL = silent.baseURL; $0.factTimeout = .seconds(30) })
         let (id, token) = try await server.session("counter")
         let headers = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")]
         // A fetch that never finishes keeps a request in flight, so the shutdown waits for it; a

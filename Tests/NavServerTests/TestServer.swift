@@ -1,4 +1,4 @@
-import Features
+import DemoHost
 import Foundation
 @testable import NavServer
 import Synchronization
@@ -12,37 +12,26 @@ final class TestServer: Sendable {
     let facts: FactStub
     var port: Int { server.port }
 
-    /// - Parameter log: where the server's log lines go; with one, requests are logged.
-    init(log: LogCapture? = nil, configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+    /// - Parameters:
+    ///   - log: where the server's log lines go; with one, requests are logged.
+    ///   - demo: the demo features' settings (the fact service, delays), as navd's flags set them.
+    init(log: LogCapture? = nil, configure: (inout ServerConfiguration) -> Void = { _ in },
+         demo: (inout DemoSettings) -> Void = { _ in }) async throws {
         facts = try FactStub(.facts)
+        var settings = DemoSettings()
+        settings.factBaseURL = facts.baseURL
+        settings.connectDelay = .zero
+        settings.alertDismissDelay = .milliseconds(50)
+        demo(&settings)
         var configuration = ServerConfiguration()
         configuration.port = 0
-        configuration.factBaseURL = facts.baseURL
-        configuration.connectDelay = .zero
-        configuration.alertDismissDelay = .milliseconds(50)
         configuration.logRequests = log != nil
         configure(&configuration)
         let discard: RequestLog.Output = { _ in }
+        // The demo features wired exactly as navd wires them, through the public API.
         server = NavigationServer(configuration: configuration, storage: nil, logOutput: log?.output ?? discard,
-                                  features: Self.demoFeatures)
+                                  features: { [settings] in DemoFeatures.catalog(settings, $0) })
         try await server.start()
-    }
-
-    /// The demo features wired as `navd` wires them (its `DemoFeatures`), through the public API.
-    static func demoFeatures(_ services: FeatureServices) -> FeatureCatalog {
-        let configuration = services.configuration
-        let fetches = services.counter("navd_fact_fetches_total", help: "Fact service requests, by outcome.", label: "outcome")
-        return FeatureSet.catalog(FeatureDependencies(
-            factClient: MeteredFactClient(
-                base: LimitedFactClient(
-                    base: LiveFactClient(baseURL: configuration.factBaseURL, timeout: configuration.factTimeout),
-                    limits: .init(total: configuration.factMaxInFlight, perSession: configuration.factMaxPerSession)
-                ),
-                record: fetches.increment
-            ),
-            connectDelay: configuration.connectDelay,
-            alertDismissDelay: configuration.alertDismissDelay
-        ))
     }
 
     func client(timeoutSeconds: Int = 10) throws -> LoopbackClient { try LoopbackClient(port: port, timeoutSeconds: timeoutSeconds) }

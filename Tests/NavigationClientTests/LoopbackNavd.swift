@@ -1,3 +1,4 @@
+import DemoHost
 import Foundation
 @testable import NavServer
 import NavigationClient
@@ -17,11 +18,12 @@ final class LoopbackNavd: Sendable {
     init(durableIn directory: String? = nil, port: Int = 0, facts: FactStub? = nil) async throws {
         self.facts = try facts ?? FactStub(.facts)
         self.directory = directory
+        var settings = DemoSettings()
+        settings.factBaseURL = self.facts.baseURL
+        settings.connectDelay = .zero
+        settings.alertDismissDelay = .milliseconds(50)
         var configuration = ServerConfiguration()
         configuration.port = port
-        configuration.factBaseURL = self.facts.baseURL
-        configuration.connectDelay = .zero
-        configuration.alertDismissDelay = .milliseconds(50)
         configuration.logRequests = false
         var storage: (any SessionStorage)?
         if let directory {
@@ -29,7 +31,8 @@ final class LoopbackNavd: Sendable {
             configuration.dataDirectory = directory
             storage = try NavigationServer.openStorage(configuration)
         }
-        server = NavigationServer(configuration: configuration, storage: storage, logOutput: { _ in })
+        server = NavigationServer(configuration: configuration, storage: storage, logOutput: { _ in },
+                                  features: { [settings] in DemoFeatures.catalog(settings, $0) })
         try await server.start()
     }
 
