@@ -35,7 +35,9 @@ let package = Package(
         // The system's libcurl: the fact service's HTTP client.
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // HTTP/1.1 and server-sent events on non-blocking sockets. Knows nothing of navigation.
-        .target(name: "HTTP", swiftSettings: swiftSettings),
+        .target(name: "HTTP", dependencies: ["CNavdSystem"], swiftSettings: swiftSettings),
+        // Linux system calls the Glibc module leaves out (epoll, eventfd, accept4), from the system headers.
+        .target(name: "CNavdSystem"),
         // The browser inspector and the JavaScript client module, embedded into the binary at build time.
         .target(name: "WebClient", resources: [
             .embedInCode("Resources/navd-client.js"),

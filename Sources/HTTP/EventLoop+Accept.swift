@@ -1,3 +1,4 @@
+import CNavdSystem
 import Glibc
 
 extension EventLoop {
@@ -10,7 +11,7 @@ extension EventLoop {
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let fd = withUnsafeMutablePointer(to: &storage) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    calls.accept4(shared.listenFD, $0, &length, Int32(SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue))
+                    navd_accept4_nonblocking(shared.listenFD, $0, &length)
                 }
             }
             guard fd >= 0 else {

@@ -1,3 +1,4 @@
+import CNavdSystem
 import Glibc
 import Synchronization
 
@@ -27,7 +28,6 @@ final class EventLoop: @unchecked Sendable {
 
     // Loop-confined state.
     let epoll: Epoll
-    let calls: LinuxSystemCalls
     var peers: [EventLoop] = []
     var connections: [Connection?] = []
     var localMessages: [LoopMessage] = []
@@ -48,11 +48,10 @@ final class EventLoop: @unchecked Sendable {
     private var nextGeneration: UInt32 = 0
     private var nextSweep: Int64
 
-    init(calls: LinuxSystemCalls, shared: ServerShared) throws(HTTPServerError) {
-        self.calls = calls
+    init(shared: ServerShared) throws(HTTPServerError) {
         self.shared = shared
-        self.epoll = try Epoll(calls: calls, capacity: 256)
-        let wakeFD = calls.eventFD(0, EpollFlag.eventNonBlocking | EpollFlag.closeOnExec)
+        self.epoll = try Epoll(capacity: 256)
+        let wakeFD = navd_eventfd_nonblocking()
         guard wakeFD >= 0 else {
             epoll.close()
             throw HTTPServerError.system("eventfd", errno)

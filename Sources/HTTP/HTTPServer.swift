@@ -40,7 +40,6 @@ public final class HTTPServer: Sendable {
     public func start() throws {
         try phase.withLock { phase throws(HTTPServerError) in
             guard case .idle = phase else { throw HTTPServerError("the server was already started") }
-            let calls = try LinuxSystemCalls.resolve()
             let (fd, port) = try ListeningSocket.open(
                 host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
             let shared = ServerShared(listenFD: fd, settings: LoopSettings(configuration), handler: handler)
@@ -48,7 +47,7 @@ public final class HTTPServer: Sendable {
             var threads: [LoopThread] = []
             do throws(HTTPServerError) {
                 for _ in 0..<max(1, configuration.loopCount) {
-                    loops.append(try EventLoop(calls: calls, shared: shared))
+                    loops.append(try EventLoop(shared: shared))
                 }
                 for loop in loops { loop.peers = loops }
                 for loop in loops {
