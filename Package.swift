@@ -52,7 +52,7 @@ let package = Package(
         // The Swift client an app imports: the event stream, a live mirror of the tree, the API's calls. Depends on no other target.
         .target(name: "NavigationClient", swiftSettings: swiftSettings),
         // Loopback stubs shared by the test targets; never part of a product.
-        .target(name: "TestSupport", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
+        .target(name: "TestSupport", dependencies: ["NavigationCore", "Features", "HTTP"], swiftSettings: swiftSettings),
         // The demo features on NavServer's public API, with their flags: what navd and the tests host.
         .target(name: "DemoHost", dependencies: ["NavServer", "Features", "NavigationCore"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd", dependencies: ["DemoHost", "NavServer", "HTTP", "SessionStorage"], swiftSettings: swiftSettings),

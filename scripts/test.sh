@@ -12,6 +12,8 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 
 scripts/system-packages.sh --test
+# No Mac at hand: refuse what visibly breaks a Darwin build (unguarded Glibc, stray epoll).
+scripts/check-portability.sh
 swift test --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
 # The example package hosts a feature of its own through the library products, as another team
 # would; it builds the library targets again in its own .build (only those: --product).

@@ -1,3 +1,4 @@
+#if os(Linux)
 import CNavdSystem
 import Glibc
 
@@ -38,7 +39,7 @@ struct Epoll {
     }
 
     func close() {
-        _ = Glibc.close(fd)
+        _ = closeDescriptor(fd)
         buffer.deallocate()
     }
 }
@@ -56,3 +57,4 @@ enum EpollFlag {
     static let delete = navd_epoll_ctl_del
     static let modify = navd_epoll_ctl_mod
 }
+#endif

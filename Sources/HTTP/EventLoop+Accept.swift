@@ -1,5 +1,9 @@
 import CNavdSystem
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension EventLoop {
     /// Accepts what is waiting (bounded per wake-up) and deals connections round-robin
@@ -38,7 +42,7 @@ extension EventLoop {
                 }
             }
             if shared.stopping.load(ordering: .relaxed) {
-                Glibc.close(fd)
+                closeDescriptor(fd)
                 continue
             }
             let open = shared.openConnections.add(1, ordering: .relaxed).newValue
@@ -61,7 +65,7 @@ extension EventLoop {
 
     func adopt(fd: Int32, peer: PeerAddress) {
         guard !shuttingDown, running else {
-            Glibc.close(fd)
+            closeDescriptor(fd)
             shared.openConnections.subtract(1, ordering: .relaxed)
             return
         }
@@ -82,7 +86,7 @@ extension EventLoop {
         bytes.append(contentsOf: response.body)
         _ = bytes.withUnsafeBytes { SocketIO.write(fd, $0) }
         shutdown(fd, Int32(SHUT_WR))
-        Glibc.close(fd)
+        closeDescriptor(fd)
     }
 
     /// Puts the listener back after a pause for lack of descriptors.

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension EventLoop {
     /// Closes the socket at once and lets go of everything the connection held.
@@ -12,7 +16,7 @@ extension EventLoop {
             setsockopt(connection.fd, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
         }
         // Closing the descriptor also removes it from the epoll set.
-        Glibc.close(connection.fd)
+        closeDescriptor(connection.fd)
         let index = Int(connection.fd)
         if index < connections.count, connections[index] === connection { connections[index] = nil }
         shared.openConnections.subtract(1, ordering: .relaxed)

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension EventLoop {
     /// One read per readiness event into the loop's scratch buffer; only bytes that cannot be

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension EventLoop {
     func deliver(_ response: HTTPResponse, to connection: Connection, sequence: UInt64) {

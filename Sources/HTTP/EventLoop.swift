@@ -1,5 +1,9 @@
 import CNavdSystem
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// One event-loop thread with its own epoll instance. It owns its connections outright:
@@ -69,7 +73,7 @@ final class EventLoop: @unchecked Sendable {
     // MARK: Messages
 
     var isCurrentThread: Bool {
-        threadID.load(ordering: .relaxed) == UInt(pthread_self())
+        threadID.load(ordering: .relaxed) == currentThreadID()
     }
 
     /// Hands a message to the loop from any thread. On the loop's own thread it is queued
@@ -86,20 +90,20 @@ final class EventLoop: @unchecked Sendable {
                 inbox.wakePending = true
                 // Written under the lock so the descriptor cannot be closed meanwhile.
                 var one: UInt64 = 1
-                _ = Glibc.write(wakeFD, &one, 8)
+                _ = writeDescriptor(wakeFD, &one, 8)
             }
             return nil
         }
         if case .adopt(let fd, _)? = dropped {
             // The loop is gone; nobody else will close this connection.
-            Glibc.close(fd)
+            closeDescriptor(fd)
             shared.openConnections.subtract(1, ordering: .relaxed)
         }
     }
 
     private func drainInbox() {
         var counter: UInt64 = 0
-        _ = Glibc.read(wakeFD, &counter, 8)
+        _ = readDescriptor(wakeFD, &counter, 8)
         inbox.withLock { inbox in
             swap(&inbox.messages, &spareMessages)
             inbox.wakePending = false
@@ -151,7 +155,7 @@ final class EventLoop: @unchecked Sendable {
     // MARK: Running
 
     func run() {
-        threadID.store(UInt(pthread_self()), ordering: .releasing)
+        threadID.store(currentThreadID(), ordering: .releasing)
         while running {
             let wait = max(0, min(nextSweep - now, 1_000_000_000))
             let count = epoll.wait(timeoutMilliseconds: Int32(wait / 1_000_000) + 1)
@@ -219,14 +223,14 @@ final class EventLoop: @unchecked Sendable {
     func tearDown() {
         let leftover = inbox.withLock { inbox -> [LoopMessage] in
             inbox.closed = true
-            Glibc.close(wakeFD)
+            closeDescriptor(wakeFD)
             defer { inbox.messages = [] }
             return inbox.messages
         }
         for message in leftover + localMessages {
             switch message {
             case .adopt(let fd, _):
-                Glibc.close(fd)
+                closeDescriptor(fd)
                 shared.openConnections.subtract(1, ordering: .relaxed)
             case .startStream(_, _, let stream, _):
                 stream.finish(.shutdown)

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// A non-blocking HTTP/1.1 server with server-sent-event streams, knowing nothing of the
@@ -57,7 +61,7 @@ public final class HTTPServer: Sendable {
                 for loop in loops.prefix(threads.count) { loop.post(.stop) }
                 for thread in threads { thread.join() }
                 for loop in loops.dropFirst(threads.count) { loop.tearDown() }
-                Glibc.close(fd)
+                closeDescriptor(fd)
                 throw error
             }
             boundPort.store(port, ordering: .releasing)
@@ -87,7 +91,7 @@ public final class HTTPServer: Sendable {
             shared.stopping.store(true, ordering: .relaxed)
             // The descriptor stays open (and its number taken) until the loops have stopped;
             // shutting it down refuses new connections now and fails pending accepts.
-            Glibc.shutdown(shared.listenFD, Int32(SHUT_RD))
+            shutdownSocket(shared.listenFD, Int32(SHUT_RD))
             for loop in loops { loop.post(.beginShutdown) }
         }
     }
@@ -108,6 +112,6 @@ public final class HTTPServer: Sendable {
         guard let (shared, loops, threads) = running else { return }
         for loop in loops { loop.post(.stop) }
         for thread in threads { thread.join() }
-        Glibc.close(shared.listenFD)
+        closeDescriptor(shared.listenFD)
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension HTTPServer {
     /// Where to listen and the limits that protect the server from clients.

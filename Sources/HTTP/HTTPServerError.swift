@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Why the server could not start, in words fit for a log line.
 public struct HTTPServerError: Error, Sendable, CustomStringConvertible {

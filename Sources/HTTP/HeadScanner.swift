@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Finds the end of a request head as bytes trickle in, enforcing the size limits before the
 /// head is complete. Lines must end in CRLF: a bare LF is refused (400), since tolerating it

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Creates the one non-blocking listening socket that every loop accepts from.
 enum ListeningSocket {
@@ -9,8 +13,16 @@ enum ListeningSocket {
             throw HTTPServerError("cannot listen on \"\(host)\": \(HTTPServer.Configuration.hostRequirement)")
         }
         var storage = address
-        let fd = socket(Int32(storage.ss_family), Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        #if os(Linux)
+        let fd = socket(Int32(storage.ss_family), streamSocketType | Int32(SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HTTPServerError.system("socket", errno) }
+        #else
+        // Darwin's socket(2) takes no flags: set them after.
+        let fd = socket(Int32(storage.ss_family), streamSocketType, 0)
+        guard fd >= 0 else { throw HTTPServerError.system("socket", errno) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        #endif
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         let bound = withUnsafePointer(to: &storage) {

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Nanoseconds of CLOCK_MONOTONIC: cheap (vDSO) and immune to wall-clock changes.
 enum MonotonicClock {

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A client's IP address and port, kept compact (no 128-byte sockaddr per connection) and
 /// formatted only when asked for.

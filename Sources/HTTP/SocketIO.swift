@@ -1,6 +1,10 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
-/// Non-blocking socket reads and writes. Every write passes MSG_NOSIGNAL so a vanished peer
+/// Non-blocking socket reads and writes. Every write passes `sendFlags` so a vanished peer
 /// yields EPIPE instead of SIGPIPE, with no signal handler installed.
 enum SocketIO {
     enum Outcome: Equatable {
@@ -12,7 +16,7 @@ enum SocketIO {
 
     static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Outcome {
         while true {
-            let count = Glibc.recv(fd, buffer.baseAddress, buffer.count, 0)
+            let count = receive(fd, buffer.baseAddress, buffer.count)
             if count > 0 { return .transferred(count) }
             if count == 0 { return .closed }
             switch errno {
@@ -26,7 +30,7 @@ enum SocketIO {
     static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Outcome {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return .transferred(0) }
         while true {
-            let count = Glibc.send(fd, base, bytes.count, Int32(MSG_NOSIGNAL))
+            let count = sendBytes(fd, base, bytes.count)
             if count >= 0 { return .transferred(count) }
             switch errno {
             case EINTR: continue
@@ -44,11 +48,8 @@ enum SocketIO {
         func gather(_ index: Int, _ filled: Int) -> Outcome {
             guard index < chunks.count else {
                 guard filled > 0 else { return .transferred(0) }
-                var message = msghdr()
-                message.msg_iov = iovecs
-                message.msg_iovlen = filled
                 while true {
-                    let count = Glibc.sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                    let count = sendGathered(fd, iovecs, count: filled)
                     if count >= 0 { return .transferred(count) }
                     switch errno {
                     case EINTR: continue

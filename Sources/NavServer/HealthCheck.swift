@@ -1,6 +1,9 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
+import HTTP
 
 /// `navd --check-health`: asks the server this configuration describes for `/healthz`, with a
 /// plain socket, so a container health check needs no curl in the image.
@@ -8,19 +11,20 @@ public enum HealthCheck {
     public static func run(_ configuration: ServerConfiguration, timeoutSeconds: Int = 3) -> Bool {
         let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
         var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_socktype = streamSocketType
         var results: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, String(configuration.port), &hints, &results) == 0, let address = results else { return false }
         defer { freeaddrinfo(results) }
         let fd = socket(address.pointee.ai_family, address.pointee.ai_socktype, address.pointee.ai_protocol)
         guard fd >= 0 else { return false }
+        suppressSIGPIPE(fd)
         defer { close(fd) }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         guard connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 else { return false }
         let request = "GET /healthz HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n"
-        guard request.withCString({ send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }) > 0 else { return false }
+        guard request.withCString({ sendBytes(fd, $0, strlen($0)) }) > 0 else { return false }
         var buffer = [UInt8](repeating: 0, count: 64)
         let count = recv(fd, &buffer, buffer.count, 0)
         guard count >= 12 else { return false }

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HTTP
 
 /// The standard `process_*` metrics every Prometheus client exports, read at each scrape. On
 /// Linux they come from `/proc/self`; elsewhere only CPU time (from `getrusage`) is exported.
@@ -28,7 +29,7 @@ enum ProcessMetrics {
             sample("process_open_fds", "gauge", "Open file descriptors.", "\(open)")
         }
         var limit = rlimit()
-        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != .max {  // .max: RLIM_INFINITY
+        if getrlimit(openFileLimit, &limit) == 0, limit.rlim_cur != .max {  // .max: RLIM_INFINITY
             sample("process_max_fds", "gauge", "The limit of open file descriptors.", "\(limit.rlim_cur)")
         }
         #else
@@ -100,7 +101,7 @@ enum ProcessMetrics {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while bytes.count < 1 << 20 {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            let count = chunk.withUnsafeMutableBytes { readDescriptor(fd, $0.baseAddress, $0.count) }
             if count > 0 {
                 bytes += chunk[0..<count]
             } else if count < 0 && errno == EINTR {
@@ -113,3 +114,10 @@ enum ProcessMetrics {
     }
     #endif
 }
+
+/// `RLIMIT_NOFILE` as `getrlimit` takes it (a typed enum on glibc, an Int32 macro on Darwin).
+#if os(Linux)
+private let openFileLimit = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+#else
+private let openFileLimit = RLIMIT_NOFILE
+#endif

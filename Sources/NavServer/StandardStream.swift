@@ -1,6 +1,9 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
+import HTTP
 
 /// stdout and stderr, written with write(2): all of the bytes, retried after a signal or a short
 /// write. A closed stream (navd ignores SIGPIPE) loses them and nothing else.
@@ -12,7 +15,7 @@ public enum StandardStream: Int32, Sendable {
         var offset = 0
         bytes.withUnsafeBytes { buffer in
             while offset < buffer.count {
-                let written = Glibc.write(rawValue, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
+                let written = writeDescriptor(rawValue, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
                 if written > 0 {
                     offset += written
                 } else if written < 0, errno == EINTR {

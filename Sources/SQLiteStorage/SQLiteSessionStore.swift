@@ -1,6 +1,10 @@
 import CSQLite
 import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import SessionStorage
 import Synchronization
 

@@ -1,7 +1,10 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 import Features
+import HTTP
 import Foundation
 import Synchronization
 
@@ -66,6 +69,7 @@ public final class FactStub: Sendable {
         while !stopped.load(ordering: .sequentiallyConsistent) {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
+            suppressSIGPIPE(client)
             open.add(1, ordering: .sequentiallyConsistent)
             // A connection each, so one slow answer holds up no other request.
             let thread = Thread { [self] in
@@ -122,8 +126,9 @@ public enum Loopback {
 
     /// A listening socket on 127.0.0.1 with an ephemeral port.
     public static func listen() throws -> (Int32, Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw SocketError(description: "socket: \(errno)") }
+        suppressSIGPIPE(fd)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -131,7 +136,7 @@ public enum Loopback {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, Glibc.listen(fd, 64) == 0 else {
+        guard bound == 0, listenOn(fd, backlog: 64) == 0 else {
             close(fd)
             throw SocketError(description: "bind/listen: \(errno)")
         }
@@ -167,7 +172,7 @@ public enum Loopback {
     static func send(_ fd: Int32, _ text: String) -> Bool {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
-            let count = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let count = bytes.withUnsafeBytes { sendBytes(fd, $0.baseAddress, $0.count) }
             guard count > 0 else { return false }
             bytes = bytes.dropFirst(count)
         }

@@ -1,7 +1,10 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 import Dispatch
+import HTTP
 import NavigationCore
 
 /// An HTTP/1.1 client on one loopback connection, for end-to-end tests that must see the bytes:
@@ -40,8 +43,9 @@ public final class LoopbackClient: @unchecked Sendable {
     /// - Parameter receiveBuffer: a small kernel receive buffer (set before connecting, so the
     ///   window is small from the start) makes a client that does not read fill up fast.
     public init(port: Int, timeoutSeconds: Int = 10, receiveBuffer: Int32? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw Failure(description: "socket: \(errno)") }
+        suppressSIGPIPE(fd)
         if var size = receiveBuffer {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
@@ -76,7 +80,7 @@ public final class LoopbackClient: @unchecked Sendable {
     private func sendNow(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes[offset...].withUnsafeBytes { sendBytes(fd, $0.baseAddress, $0.count) }
             guard sent > 0 else { throw Failure(description: "send: \(errno)") }
             offset += sent
         }

@@ -1,6 +1,10 @@
 import DemoHost
 import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import HTTP
 import NavServer
 import SessionStorage

@@ -1,5 +1,9 @@
 import Synchronization
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import HTTP
 import Testing
 
@@ -27,7 +31,7 @@ import Testing
             try client.send("ignored")
             #expect(stream.isOpen)
 
-            Glibc.shutdown(client.fd, Int32(SHUT_RDWR))
+            shutdownSocket(client.fd, Int32(SHUT_RDWR))
             #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.clientClosed] })
             #expect(!stream.isOpen)
             #expect(!stream.send(event))

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import HTTP
 import Testing
 import TestSupport
@@ -106,7 +110,7 @@ import TestSupport
         let client = try TestClient(port: port)
         try client.send(bytes)
         usleep(20_000)
-        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-        setsockopt(client.fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        var abort = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(client.fd, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import HTTP
 
 /// A blocking loopback client that speaks raw bytes, with a receive timeout so a test can
@@ -20,8 +24,9 @@ final class TestClient {
     private var buffer: [UInt8] = []
 
     init(port: Int, timeout: Double = 5) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw Failure("socket failed") }  // deinit's close(-1) is harmless
+        suppressSIGPIPE(fd)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
@@ -36,7 +41,7 @@ final class TestClient {
         setTimeout(timeout)
     }
 
-    deinit { Glibc.close(fd) }
+    deinit { closeDescriptor(fd) }
 
     func setTimeout(_ seconds: Double) {
         var time = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
@@ -54,7 +59,7 @@ final class TestClient {
     func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes[offset...].withUnsafeBytes { sendBytes(fd, $0.baseAddress, $0.count) }
             guard sent > 0 else { throw Failure("send failed: errno \(errno)") }
             offset += sent
         }
@@ -143,7 +148,7 @@ final class TestClient {
 
     var buffered: [UInt8] { buffer }
 
-    func shutdownWrite() { Glibc.shutdown(fd, Int32(SHUT_WR)) }
+    func shutdownWrite() { shutdownSocket(fd, Int32(SHUT_WR)) }
 
     private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 

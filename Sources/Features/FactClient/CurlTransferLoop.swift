@@ -1,5 +1,9 @@
 import CCurl
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// Runs transfers on one thread of its own with libcurl's multi interface.
@@ -42,19 +46,24 @@ final class CurlTransferLoop: Sendable {
         case .start(let handle): multi = handle
         }
         let context = Unmanaged.passRetained(ThreadBody { [self] in drive(multi) }).toOpaque()
+        // pthread_t is an integer on glibc and a non-null pointer on Darwin.
+        #if os(Linux)
         var thread = pthread_t()
-        guard pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue().run()
-            return nil
-        }, context) == 0 else {
+        #else
+        var thread: pthread_t?
+        #endif
+        guard pthread_create(&thread, nil, { runThreadBody($0) }, context) == 0 else {
             Unmanaged<ThreadBody>.fromOpaque(context).release()
             shared.withLock { $0.multi = nil }
             curl_multi_cleanup(multi)
             failStranded("could not start the fetching thread")
             return
         }
+        #if os(Linux)
         pthread_detach(thread)
+        #else
+        if let thread { pthread_detach(thread) }
+        #endif
     }
 
     /// Makes the thread look at cancelled transfers now.
@@ -125,4 +134,11 @@ final class CurlTransferLoop: Sendable {
 private final class ThreadBody {
     let run: () -> Void
     init(_ run: @escaping () -> Void) { self.run = run }
+}
+
+/// The thread's entry point; its argument is optional on glibc and not on Darwin, so both fit.
+private func runThreadBody(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let context else { return nil }
+    Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue().run()
+    return nil
 }

@@ -499,8 +499,17 @@ public actor NavigationSession {
         unfinishedEffects.insert(id)
         // The owner is bound around the task's creation, which copies it: the async `withValue`
         // would run the effect off this actor, and after this transaction rather than in it.
-        let task = EffectOwner.$current.withValue(EffectOwner(self)) {
-            Task.immediate { [self] in
+        let task = EffectOwner.$current.withValue(EffectOwner(self)) { () -> Task<Void, Never> in
+            if #available(macOS 26, iOS 26, *) {
+                return Task.immediate { [self] in
+                    await effect.operation()
+                    self.finishEffect(id)
+                }
+            }
+            // Older Apple systems have no Task.immediate: there the effect starts on this actor
+            // just after the transaction, so what it changes before it first suspends is a
+            // batch of its own. Linux always takes the branch above.
+            return Task { [self] in
                 await effect.operation()
                 self.finishEffect(id)
             }

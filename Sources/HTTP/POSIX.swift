@@ -1,0 +1,85 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The C library's socket calls and constants as they differ between glibc and Darwin, said once.
+// The free functions carry their own names because types here have `close`, `read` and `send`
+// members that hide the C ones, and the module that would qualify them is Glibc on one system
+// and Darwin on the other.
+
+/// `SOCK_STREAM` as `socket(2)` takes it (an enum on glibc, a macro on Darwin).
+package let streamSocketType: Int32 = {
+    #if os(Linux)
+    Int32(SOCK_STREAM.rawValue)
+    #else
+    SOCK_STREAM
+    #endif
+}()
+
+/// The flags every `send` passes: `MSG_NOSIGNAL` on Linux, so a vanished peer yields EPIPE
+/// rather than SIGPIPE. Darwin has no such flag; its sockets get `SO_NOSIGPIPE` instead.
+package let sendFlags: Int32 = {
+    #if os(Linux)
+    Int32(MSG_NOSIGNAL)
+    #else
+    0
+    #endif
+}()
+
+/// Keeps writes to a vanished peer from raising SIGPIPE where `sendFlags` cannot (Darwin).
+package func suppressSIGPIPE(_ fd: Int32) {
+    #if !os(Linux)
+    var one: Int32 = 1
+    _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+    #endif
+}
+
+/// An identifier of the calling thread, comparable across threads (`pthread_t` is an integer
+/// on glibc and a pointer on Darwin).
+package func currentThreadID() -> UInt {
+    #if os(Linux)
+    UInt(pthread_self())
+    #else
+    UInt(bitPattern: pthread_self())
+    #endif
+}
+
+@discardableResult
+package func closeDescriptor(_ fd: Int32) -> Int32 { close(fd) }
+
+package func readDescriptor(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(fd, buffer, count)
+}
+
+package func writeDescriptor(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
+    write(fd, buffer, count)
+}
+
+package func listenOn(_ fd: Int32, backlog: Int32) -> Int32 { listen(fd, backlog) }
+
+@discardableResult
+package func shutdownSocket(_ fd: Int32, _ how: Int32) -> Int32 { shutdown(fd, how) }
+
+package func receive(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    recv(fd, buffer, count, 0)
+}
+
+/// `send(2)` with `sendFlags`.
+package func sendBytes(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
+    send(fd, buffer, count, sendFlags)
+}
+
+/// `sendmsg(2)` of `count` iovecs with `sendFlags` (`msg_iovlen` is a size_t on glibc and an
+/// int on Darwin).
+package func sendGathered(_ fd: Int32, _ iovecs: UnsafeMutablePointer<iovec>, count: Int) -> Int {
+    var message = msghdr()
+    message.msg_iov = iovecs
+    #if os(Linux)
+    message.msg_iovlen = count
+    #else
+    message.msg_iovlen = Int32(count)
+    #endif
+    return sendmsg(fd, &message, sendFlags)
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Fails if the Swift sources would not build on Darwin for a reason visible without a Mac:
+# an `import Glibc` without its Darwin branch, or epoll/eventfd/accept4 outside the Linux
+# backend files (which begin with `#if os(Linux)`). Prints each offending line.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# The only files that may speak epoll: the Linux backend.
+linux_backend=(
+  Sources/HTTP/Epoll.swift
+)
+# Still epoll-aware until the event loop drives a backend through a seam.
+epoll_users=(
+  Sources/HTTP/EventLoop.swift
+  Sources/HTTP/EventLoop+Accept.swift
+  Sources/HTTP/EventLoop+Writing.swift
+)
+
+failed=0
+while IFS= read -r file; do
+  backend=0
+  epoll_user=0
+  for allowed in "${linux_backend[@]}"; do [[ "$file" == "$allowed" ]] && backend=1; done
+  for allowed in "${epoll_users[@]}"; do [[ "$file" == "$allowed" ]] && epoll_user=1; done
+  # A Linux backend file must be compiled on Linux only, and may then import Glibc plainly.
+  if (( backend )) && [[ "$(head -n 1 "$file")" != "#if os(Linux)" ]]; then
+    echo "$file:1: a Linux backend file must begin with #if os(Linux)"; failed=1
+  fi
+  awk -v file="$file" -v backend="$backend" -v epoll_user="$epoll_user" '
+    { line[NR] = $0 }
+    END {
+      for (n = 1; n <= NR; n++) {
+        if (line[n] ~ /^[ \t]*import[ \t]+Glibc[ \t]*$/ && !backend) {
+          if (line[n - 1] !~ /^#if canImport\(Glibc\)$/ || line[n + 1] !~ /^#elseif canImport\(Darwin\)$/ || line[n + 2] !~ /^import Darwin$/) {
+            printf "%s:%d: import Glibc without #if canImport(Glibc) … #elseif canImport(Darwin) import Darwin\n", file, n; bad = 1
+          }
+        }
+        code = line[n]; sub(/\/\/.*/, "", code)
+        if (!backend && !epoll_user && code ~ /([Ee]poll|eventfd|accept4|EPOLL)/) {
+          printf "%s:%d: epoll outside the Linux backend: %s\n", file, n, line[n]; bad = 1
+        }
+      }
+      exit bad
+    }' "$file" || failed=1
+done < <(find Sources Tests -name '*.swift' | sort)
+
+if (( failed )); then
+  echo "portability check failed: see the lines above" >&2
+  exit 1
+fi
+echo "portability check passed"
