@@ -7,26 +7,18 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # The only files that may speak epoll: the Linux backend.
 linux_backend=(
-  Sources/HTTP/Epoll.swift
-)
-# Still epoll-aware until the event loop drives a backend through a seam.
-epoll_users=(
-  Sources/HTTP/EventLoop.swift
-  Sources/HTTP/EventLoop+Accept.swift
-  Sources/HTTP/EventLoop+Writing.swift
+  Sources/HTTP/EpollSelector.swift
 )
 
 failed=0
 while IFS= read -r file; do
   backend=0
-  epoll_user=0
   for allowed in "${linux_backend[@]}"; do [[ "$file" == "$allowed" ]] && backend=1; done
-  for allowed in "${epoll_users[@]}"; do [[ "$file" == "$allowed" ]] && epoll_user=1; done
   # A Linux backend file must be compiled on Linux only, and may then import Glibc plainly.
   if (( backend )) && [[ "$(head -n 1 "$file")" != "#if os(Linux)" ]]; then
     echo "$file:1: a Linux backend file must begin with #if os(Linux)"; failed=1
   fi
-  awk -v file="$file" -v backend="$backend" -v epoll_user="$epoll_user" '
+  awk -v file="$file" -v backend="$backend" '
     { line[NR] = $0 }
     END {
       for (n = 1; n <= NR; n++) {
@@ -36,7 +28,7 @@ while IFS= read -r file; do
           }
         }
         code = line[n]; sub(/\/\/.*/, "", code)
-        if (!backend && !epoll_user && code ~ /([Ee]poll|eventfd|accept4|EPOLL)/) {
+        if (!backend && code ~ /([Ee]poll|eventfd|accept4|EPOLL)/) {
           printf "%s:%d: epoll outside the Linux backend: %s\n", file, n, line[n]; bad = 1
         }
       }

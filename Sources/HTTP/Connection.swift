@@ -11,7 +11,7 @@ final class Connection: @unchecked Sendable {
     }
 
     let fd: Int32
-    /// Identifies the connection in epoll events; the generation tells a reused descriptor apart.
+    /// Identifies the connection in the selector's events; the generation tells a reused descriptor apart.
     let token: UInt64
     let peer: PeerAddress
 
@@ -40,7 +40,7 @@ final class Connection: @unchecked Sendable {
     var streamCloseStart: Int64 = 0
 
     // Loop bookkeeping.
-    var interest: UInt32 = 0
+    var interest: Interest = []
     var isDirty = false
     var isClosed = false
     var peerClosed = false

@@ -1,4 +1,3 @@
-import CNavdSystem
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -15,7 +14,7 @@ extension EventLoop {
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let fd = withUnsafeMutablePointer(to: &storage) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    navd_accept4_nonblocking(shared.listenFD, $0, &length)
+                    PlatformSelector.accept(shared.listenFD, $0, &length)
                 }
             }
             guard fd >= 0 else {
@@ -94,6 +93,6 @@ extension EventLoop {
         guard !listening, listenPausedUntil != 0, now >= listenPausedUntil, !shuttingDown, running else { return }
         listenPausedUntil = 0
         listening = true
-        epoll.control(EpollFlag.add, shared.listenFD, events: EpollFlag.readable | EpollFlag.exclusive, token: Self.listenToken)
+        selector.registerListener(shared.listenFD, token: Self.listenToken)
     }
 }

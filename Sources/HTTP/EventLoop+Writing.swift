@@ -241,25 +241,25 @@ extension EventLoop {
         updateInterest(connection)
     }
 
-    /// Keeps epoll interest in line with what the connection waits for.
+    /// Keeps the selector's interest in line with what the connection waits for.
     func updateInterest(_ connection: Connection) {
         guard !connection.isClosed else { return }
-        let read = EpollFlag.readable | EpollFlag.readHangUp
-        var wanted: UInt32 = 0
+        var wanted: Interest = []
         if connection.lingering {
-            wanted = read
+            wanted = .readable
         } else if connection.stream != nil {
-            wanted = read | (connection.streamBlocked || !connection.output.isEmpty ? EpollFlag.writable : 0)
+            wanted = connection.streamBlocked || !connection.output.isEmpty ? [.readable, .writable] : .readable
         } else {
             // While a request is handled, later input is buffered up to a bound, then left unread.
             let wantsInput = !connection.peerClosed && (connection.isReadingBody
                 || (connection.acceptsRequests
                     && (connection.slots.isEmpty || connection.pending.count < settings.maxBufferedInput)
                     && connection.output.count < settings.outputHighWater))
-            wanted = (wantsInput ? read : 0) | (connection.output.isEmpty ? 0 : EpollFlag.writable)
+            if wantsInput { wanted.insert(.readable) }
+            if !connection.output.isEmpty { wanted.insert(.writable) }
         }
         guard wanted != connection.interest else { return }
         connection.interest = wanted
-        epoll.control(EpollFlag.modify, connection.fd, events: wanted, token: connection.token)
+        selector.reregister(connection.fd, interest: wanted, token: connection.token)
     }
 }

@@ -1,4 +1,3 @@
-import CNavdSystem
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -6,9 +5,9 @@ import Darwin
 #endif
 import Synchronization
 
-/// One event-loop thread with its own epoll instance. It owns its connections outright:
-/// their state is touched only on this thread. Other threads talk to it through `post`,
-/// which queues a message and wakes the loop through an eventfd, once per batch.
+/// One event-loop thread with its own selector (`IOSelector`: epoll on Linux). It owns its
+/// connections outright: their state is touched only on this thread. Other threads talk to it
+/// through `post`, which queues a message and wakes the loop through the selector, once per batch.
 ///
 /// Cross-thread members: `inbox`, `threadID`, `settings`, `shared`. Everything else is
 /// confined to the loop thread (hence `@unchecked Sendable`).
@@ -18,20 +17,19 @@ final class EventLoop: @unchecked Sendable {
 
     private struct Inbox {
         var messages: [LoopMessage] = []
-        /// The eventfd has been written and the loop has not drained the inbox since.
+        /// The selector has been woken and the loop has not drained the inbox since.
         var wakePending = false
-        /// The loop has stopped; messages are dropped and the eventfd is closed.
+        /// The loop has stopped; messages are dropped and the selector is closed.
         var closed = false
     }
 
     let shared: ServerShared
     var settings: LoopSettings { shared.settings }
     private let inbox = Mutex(Inbox())
-    private let wakeFD: Int32
     private let threadID = Atomic<UInt>(0)
 
     // Loop-confined state.
-    let epoll: Epoll
+    let selector: PlatformSelector
     var peers: [EventLoop] = []
     var connections: [Connection?] = []
     var localMessages: [LoopMessage] = []
@@ -54,20 +52,13 @@ final class EventLoop: @unchecked Sendable {
 
     init(shared: ServerShared) throws(HTTPServerError) {
         self.shared = shared
-        self.epoll = try Epoll(capacity: 256)
-        let wakeFD = navd_eventfd_nonblocking()
-        guard wakeFD >= 0 else {
-            epoll.close()
-            throw HTTPServerError.system("eventfd", errno)
-        }
-        self.wakeFD = wakeFD
+        self.selector = try PlatformSelector(capacity: 256, wakeToken: Self.wakeToken)
         self.now = MonotonicClock.now()
         self.nextSweep = now + shared.settings.sweepInterval
         self.readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
         self.iovecs = UnsafeMutablePointer<iovec>.allocate(capacity: Self.maxIOVecs)
         writeBuffer.reserveCapacity(64 * 1024)
-        epoll.control(EpollFlag.add, wakeFD, events: EpollFlag.readable, token: Self.wakeToken)
-        epoll.control(EpollFlag.add, shared.listenFD, events: EpollFlag.readable | EpollFlag.exclusive, token: Self.listenToken)
+        selector.registerListener(shared.listenFD, token: Self.listenToken)
     }
 
     // MARK: Messages
@@ -88,9 +79,8 @@ final class EventLoop: @unchecked Sendable {
             inbox.messages.append(message)
             if !inbox.wakePending {
                 inbox.wakePending = true
-                // Written under the lock so the descriptor cannot be closed meanwhile.
-                var one: UInt64 = 1
-                _ = writeDescriptor(wakeFD, &one, 8)
+                // Under the lock, so the selector cannot be closed meanwhile.
+                selector.wakeUp()
             }
             return nil
         }
@@ -102,8 +92,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func drainInbox() {
-        var counter: UInt64 = 0
-        _ = readDescriptor(wakeFD, &counter, 8)
+        selector.acknowledgeWakeUp()
         inbox.withLock { inbox in
             swap(&inbox.messages, &spareMessages)
             inbox.wakePending = false
@@ -158,16 +147,19 @@ final class EventLoop: @unchecked Sendable {
         threadID.store(currentThreadID(), ordering: .releasing)
         while running {
             let wait = max(0, min(nextSweep - now, 1_000_000_000))
-            let count = epoll.wait(timeoutMilliseconds: Int32(wait / 1_000_000) + 1)
-            now = MonotonicClock.now()
-            for index in 0..<count {
-                let (events, token) = epoll.event(at: index)
+            var ready = false
+            selector.wait(timeoutNanoseconds: wait) { token, readiness in
+                if !ready {
+                    ready = true
+                    now = MonotonicClock.now()
+                }
                 switch token {
                 case Self.wakeToken: drainInbox()
                 case Self.listenToken: acceptConnections()
-                default: handleEvents(events, token: token)
+                default: handle(readiness, token: token)
                 }
             }
+            if !ready { now = MonotonicClock.now() }
             settle()
             if now >= nextSweep {
                 sweep()
@@ -178,17 +170,17 @@ final class EventLoop: @unchecked Sendable {
         tearDown()
     }
 
-    private func handleEvents(_ events: UInt32, token: UInt64) {
+    private func handle(_ readiness: Readiness, token: UInt64) {
         let fd = Int(UInt32(truncatingIfNeeded: token))
         guard fd < connections.count, let connection = connections[fd], connection.token == token else { return }
-        if events & (EpollFlag.error | EpollFlag.hangUp) != 0 && connection.interest & EpollFlag.readable == 0 {
+        if readiness.contains(.failed) && !connection.interest.contains(.readable) {
             close(connection, reason: .clientClosed)
             return
         }
-        if events & (EpollFlag.readable | EpollFlag.readHangUp | EpollFlag.error | EpollFlag.hangUp) != 0 {
+        if readiness.contains(.readable) {
             readable(connection)
         }
-        if events & EpollFlag.writable != 0 && !connection.isClosed {
+        if readiness.contains(.writable) && !connection.isClosed {
             connection.lastWriteProgress = now
             flush(connection)
         }
@@ -205,8 +197,8 @@ final class EventLoop: @unchecked Sendable {
             connections.append(contentsOf: repeatElement(nil, count: max(index + 1, connections.count * 2) - connections.count))
         }
         connections[index] = connection
-        connection.interest = EpollFlag.readable | EpollFlag.readHangUp
-        epoll.control(EpollFlag.add, fd, events: connection.interest, token: token)
+        connection.interest = .readable
+        selector.register(fd, interest: connection.interest, token: token)
         return connection
     }
 
@@ -223,7 +215,7 @@ final class EventLoop: @unchecked Sendable {
     func tearDown() {
         let leftover = inbox.withLock { inbox -> [LoopMessage] in
             inbox.closed = true
-            closeDescriptor(wakeFD)
+            selector.close()
             defer { inbox.messages = [] }
             return inbox.messages
         }
@@ -243,7 +235,6 @@ final class EventLoop: @unchecked Sendable {
         dirty = []
         peers = []
         threadID.store(0, ordering: .releasing)
-        epoll.close()
         readBuffer.deallocate()
         iovecs.deallocate()
     }
@@ -251,6 +242,6 @@ final class EventLoop: @unchecked Sendable {
     func stopListening() {
         guard listening else { return }
         listening = false
-        epoll.control(EpollFlag.delete, shared.listenFD, events: 0, token: Self.listenToken)
+        selector.deregister(shared.listenFD)
     }
 }

@@ -8,9 +8,9 @@ import Synchronization
 /// A non-blocking HTTP/1.1 server with server-sent-event streams, knowing nothing of the
 /// application.
 ///
-/// A fixed set of event-loop threads, one epoll instance each, serve every connection; the
-/// handler is called on them and must not block. All loops watch the one listening socket
-/// (EPOLLEXCLUSIVE) and deal accepted connections round-robin, so each connection is owned by
+/// A fixed set of event-loop threads, one selector each (epoll on Linux), serve every
+/// connection; the handler is called on them and must not block. All loops watch the one
+/// listening socket (with EPOLLEXCLUSIVE) and deal accepted connections round-robin, so each connection is owned by
 /// exactly one loop for its life. Input is read into a per-loop buffer and only unparsed
 /// leftovers stay with a connection, so an idle connection or event stream costs well under
 /// a kilobyte.
