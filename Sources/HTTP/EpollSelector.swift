@@ -4,8 +4,9 @@ import Glibc
 
 /// The Linux backend: one epoll instance, its event buffer and an eventfd to wake it. The
 /// calls, the constants and the layout of `struct epoll_event` (packed on x86_64) all come from
-/// the system headers through CNavdSystem.
-final class EpollSelector: IOSelector {
+/// the system headers through CNavdSystem. `wakeUp` is called from other threads; everything
+/// else stays on the loop's thread (hence `@unchecked Sendable`).
+final class EpollSelector: IOSelector, @unchecked Sendable {
     private let fd: Int32
     private let wakeFD: Int32
     private let capacity: Int
