@@ -14,7 +14,8 @@ WORKDIR /src
 # SwiftPM refuses a manifest whose targets lack their directories, test targets included (even
 # with --product), and an empty directory satisfies it: .dockerignore lets in Tests/ without
 # its .swift files, so this copies just the test targets' directories.
-COPY Package.swift ./
+# openapi.yaml too: the binary serves it (Sources/WebClient/Resources/openapi.yaml links to it).
+COPY Package.swift openapi.yaml ./
 COPY Tests ./Tests
 COPY Sources ./Sources
 # Linked with the toolchain's lld instead of SwiftPM's default gold so that the PIE's ~77,000

@@ -38,12 +38,14 @@ let package = Package(
         .target(name: "HTTP", dependencies: ["CNavdSystem"], swiftSettings: swiftSettings),
         // Linux system calls the Glibc module leaves out (epoll, eventfd, accept4), from the system headers.
         .target(name: "CNavdSystem"),
-        // The browser inspector and the JavaScript client module, embedded into the binary at build time.
+        // The browser inspector, the JavaScript client module and the API's OpenAPI document
+        // (a link to the repository's openapi.yaml), embedded into the binary at build time.
         .target(name: "WebClient", resources: [
             .embedInCode("Resources/navd-client.js"),
             .embedInCode("Resources/index.html"),
             .embedInCode("Resources/inspector.js"),
             .embedInCode("Resources/inspector.css"),
+            .embedInCode("Resources/openapi.yaml"),
         ], swiftSettings: swiftSettings),
         // Sessions, routes, configuration and metrics: wires the core and its caller's features to HTTP.
         .target(name: "NavServer", dependencies: ["NavigationCore", "HTTP", "WebClient", "SessionStorage", "SQLiteStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),

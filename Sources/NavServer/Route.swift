@@ -27,7 +27,7 @@ enum Route: String, Sendable, CaseIterable {
             case "metrics": return (.metrics, [])
             case "features": return (.features, [])
             case "sessions": return (.sessions, [])
-            // The inspector page, the JavaScript client and the page's files.
+            // The inspector page, the JavaScript client, the page's files and the OpenAPI document.
             case _ where WebAsset.all["/" + segments[0]] != nil: return (.asset, ["/" + segments[0]])
             default: return nil
             }

@@ -1,7 +1,7 @@
 import HTTP
 import WebClient
 
-/// `GET /`, `GET /client.js` and the inspector's script and style sheet: files built into the
+/// `GET /`, `GET /client.js`, the inspector's script and style sheet and `GET /openapi.yaml`: files built into the
 /// binary, public (they hold no session data), revalidated by `ETag` on every use so a new
 /// build is picked up at once.
 enum StaticFiles {

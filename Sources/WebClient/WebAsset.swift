@@ -1,9 +1,11 @@
-/// A file the server hands to browsers as it is: the JavaScript client module and the inspector
-/// page with its script and style sheet.
+/// A file the server hands out as it is: the JavaScript client module, the inspector page with
+/// its script and style sheet, and the API's OpenAPI document.
 ///
 /// The files live in `Resources/` as ordinary files (the JavaScript module is usable without
 /// navd) and SwiftPM embeds them into the binary at build time (`.embedInCode`), so the server
 /// needs no bundle, no file system and no build step of its own to serve them.
+/// `Resources/openapi.yaml` is a symbolic link to the repository's `openapi.yaml`, so the served
+/// document is always the committed one, never a copy that could drift.
 public struct WebAsset: Sendable {
     /// The URL path it is served at.
     public let path: String
@@ -26,6 +28,8 @@ public struct WebAsset: Sendable {
             WebAsset(path: "/client.js", contentType: "text/javascript; charset=utf-8", bytes: PackageResources.navd_client_js),
             WebAsset(path: "/inspector.js", contentType: "text/javascript; charset=utf-8", bytes: PackageResources.inspector_js),
             WebAsset(path: "/inspector.css", contentType: "text/css; charset=utf-8", bytes: PackageResources.inspector_css),
+            // RFC 9512's media type for YAML.
+            WebAsset(path: "/openapi.yaml", contentType: "application/yaml; charset=utf-8", bytes: PackageResources.openapi_yaml),
         ]
         return Dictionary(uniqueKeysWithValues: assets.map { ($0.path, $0) })
     }()

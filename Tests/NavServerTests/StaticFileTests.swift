@@ -4,20 +4,22 @@ import WebClient
 import Testing
 import TestSupport
 
-/// `GET /`, `GET /client.js` and the inspector's files: served from the binary, without
-/// credentials, with a self-only Content-Security-Policy and validators.
+/// `GET /`, `GET /client.js`, the inspector's files and `GET /openapi.yaml`: served from the
+/// binary, without credentials, with a self-only Content-Security-Policy and validators.
 @Suite struct StaticFileTests {
     static let files: [(path: String, file: String, type: String)] = [
-        ("/", "index.html", "text/html; charset=utf-8"),
-        ("/client.js", "navd-client.js", "text/javascript; charset=utf-8"),
-        ("/inspector.js", "inspector.js", "text/javascript; charset=utf-8"),
-        ("/inspector.css", "inspector.css", "text/css; charset=utf-8"),
+        ("/", "Sources/WebClient/Resources/index.html", "text/html; charset=utf-8"),
+        ("/client.js", "Sources/WebClient/Resources/navd-client.js", "text/javascript; charset=utf-8"),
+        ("/inspector.js", "Sources/WebClient/Resources/inspector.js", "text/javascript; charset=utf-8"),
+        ("/inspector.css", "Sources/WebClient/Resources/inspector.css", "text/css; charset=utf-8"),
+        // The repository's own document, not a copy: what clients generate from is what is committed.
+        ("/openapi.yaml", "openapi.yaml", "application/yaml; charset=utf-8"),
     ]
 
-    /// The repository's copy, which the binary must serve byte for byte.
+    /// The repository's copy (a path from the package root), which the binary must serve byte for byte.
     static func source(_ file: String) throws -> [UInt8] {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return Array(try Data(contentsOf: root.appendingPathComponent("Sources/WebClient/Resources/\(file)")))
+        return Array(try Data(contentsOf: root.appendingPathComponent(file)))
     }
 
     @Test func theFilesAreServedAsTheyAreInTheRepositoryWithoutCredentials() async throws {
@@ -50,19 +52,27 @@ import TestSupport
         }
         #expect(try await client.request("GET", "/client.jsx").status == 404)
         #expect(try await client.request("GET", "/index.html").status == 404)
+        #expect(try await client.request("GET", "/openapi.yml").status == 404)
         await server.stop()
     }
 
     /// The page loads nothing from elsewhere and runs no inline script or style (the policy forbids both).
     @Test func thePageUsesOnlyItsOwnFiles() throws {
-        let page = String(decoding: try Self.source("index.html"), as: UTF8.self)
+        let page = String(decoding: try Self.source("Sources/WebClient/Resources/index.html"), as: UTF8.self)
         #expect(page.contains(#"<script type="module" src="/inspector.js"></script>"#))
         #expect(page.contains(#"<link rel="stylesheet" href="/inspector.css">"#))
         #expect(!page.contains("http://") && !page.contains("https://") && !page.contains("style=\"") && !page.contains("<style"))
         #expect(page.components(separatedBy: "<script").count == 2, "one script, the module")
-        let script = String(decoding: try Self.source("inspector.js"), as: UTF8.self)
+        let script = String(decoding: try Self.source("Sources/WebClient/Resources/inspector.js"), as: UTF8.self)
         #expect(script.contains(#"from "/client.js""#))
         #expect(!script.contains("http://") && !script.contains("https://") && !script.contains("?token="))
+    }
+
+    /// The document describes its own path, so generators and schemathesis see it too.
+    @Test func theDocumentListsItsOwnPath() throws {
+        let document = String(decoding: try Self.source("openapi.yaml"), as: UTF8.self)
+        #expect(document.contains("\n  /openapi.yaml:\n"))
+        #expect(document.contains("application/yaml; charset=utf-8:"))
     }
 
     @Test func entityTagsTellFilesApart() {
