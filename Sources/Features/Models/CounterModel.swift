@@ -1,7 +1,7 @@
 import Observation
 
 /// A fact about a number, identified by its text: a different fact is a different sheet.
-public struct Fact: Equatable, Sendable {
+public struct Fact: Equatable, Sendable, Codable {
     public var value: String
 
     public init(value: String) {
@@ -10,7 +10,7 @@ public struct Fact: Equatable, Sendable {
 }
 
 /// Why fetching a fact failed, in words a user can act on.
-public struct FactFailure: Equatable, Sendable {
+public struct FactFailure: Equatable, Sendable, Codable {
     public var message: String
 
     public init(message: String) {

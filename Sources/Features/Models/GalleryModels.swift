@@ -1,7 +1,7 @@
 import Observation
 
 /// An item a presentation is driven by; its `id` is its identity.
-public struct GalleryItem: Identifiable, Equatable, Sendable {
+public struct GalleryItem: Identifiable, Equatable, Sendable, Codable {
     public var id: String
     public var title: String
 
@@ -13,7 +13,7 @@ public struct GalleryItem: Identifiable, Equatable, Sendable {
 
 /// An alert that dismisses itself; each one shown gets a new id, so an old timer can tell it
 /// is not its alert.
-public struct TimedAlert: Equatable, Sendable {
+public struct TimedAlert: Equatable, Sendable, Codable {
     public var id: Int
     /// When it goes away, in seconds since 1970 (wall-clock time, so the deadline outlives a
     /// restart); nil for an alert made by a deep link, which only the user dismisses.

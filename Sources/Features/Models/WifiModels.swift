@@ -1,6 +1,6 @@
 import Observation
 
-public struct Network: Identifiable, Equatable, Sendable {
+public struct Network: Identifiable, Equatable, Sendable, Codable {
     public var id: String
     public var name: String
     public var isSecured: Bool

@@ -3,10 +3,8 @@ import NavigationCore
 extension Screen where Subject == CounterModel {
     /// The fact is a sheet, settings a drill-down, a failed fetch an alert.
     static func counter(_ dependencies: FeatureDependencies, settings: Screen<SettingsModel>) -> Screen<CounterModel> {
-        let fact = Screen<Fact>("fact", make: { Fact(value: "") }, fields: [.value("value", \.value, .string)])
-        let failure = Screen<FactFailure>("factFailure", make: { FactFailure(message: "") }, fields: [
-            .value("message", \.message, .string),
-        ])
+        let fact = Screen<Fact>.value("fact") { Fact(value: "") }
+        let failure = Screen<FactFailure>.value("factFailure") { FactFailure(message: "") }
         let destination = DestinationField<CounterModel, CounterModel.Destination>("destination", \.destination, [
             .value("fact", style: .sheet, fact, identity: { .value(.string($0.value)) },
                    embed: { .fact($0) }, extract: { if case .fact(let fact) = $0 { fact } else { nil } }),

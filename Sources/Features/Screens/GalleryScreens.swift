@@ -8,18 +8,15 @@ extension Screen where Subject == GalleryModel {
         alert: Screen<Presence>,
         page: Screen<Presence>
     ) -> Screen<GalleryModel> {
-        let item = Screen<GalleryItem>("item", make: { GalleryItem(id: "", title: "") }, fields: [
-            .value("id", \.id, .string),
-            .value("title", \.title, .string),
-        ])
+        let item = Screen<GalleryItem>.value("item") { GalleryItem(id: "", title: "") }
         let nested = Screen<NestedModel>.nested()
         let textEditor = Screen<String>("textEditor", make: { "" }, fields: [
             .value("text", \.self, .string, bindable: true),
         ])
-        let timedAlert = Screen<TimedAlert>("timedAlert", make: { TimedAlert(id: 0) }, fields: [
-            .value("id", \.id, .int),
-            .value("dismissesAt", \.dismissesAt, .optional(.double)),
-        ])
+        // A `nil` default says nothing of its type: the catalog is told it is a number.
+        let timedAlert = Screen<TimedAlert>.value("timedAlert", refining: [.value("dismissesAt", \.dismissesAt, .optional(.double))]) {
+            TimedAlert(id: 0)
+        }
 
         let destination = StateCodec<GalleryModel.Destination>.oneOf("Destination", [
             EnumCase("alert", item.codec, embed: { .alert($0) }, extract: \.alert),

@@ -1,14 +1,12 @@
 import NavigationCore
 
 extension Screen where Subject == Network {
-    /// A network as it appears in state; a record, never presented on its own.
+    /// A network as it appears in state; a record, never presented on its own. Its fields are
+    /// its `Codable` keys; only the signal strength's range needs saying.
     static var network: Screen<Network> {
-        Screen("Network", make: { Network(id: "", name: "", isSecured: false, connectivity: 0) }, fields: [
-            .value("id", \.id, .string),
-            .value("name", \.name, .string),
-            .value("isSecured", \.isSecured, .bool),
-            .value("connectivity", \.connectivity, .double(in: 0...1)),
-        ])
+        .value("Network", refining: [.value("connectivity", \.connectivity, .double(in: 0...1))]) {
+            Network(id: "", name: "", isSecured: false, connectivity: 0)
+        }
     }
 }
 

@@ -36,6 +36,22 @@ public struct Field<Subject>: Sendable {
         Field(name: name, keyPath: keyPath, codec: codec, isBindable: bindable, holdsChildren: true)
     }
 
+    init(
+        name: String,
+        typeName: String,
+        encode: @escaping @Sendable (Subject) -> JSON,
+        assign: @escaping @Sendable (inout Subject, JSON, JSONPath) throws(StateError) -> Void,
+        reset: @escaping @Sendable (inout Subject, Subject) -> Void
+    ) {
+        self.name = name
+        self.typeName = typeName
+        self.isBindable = false
+        self.holdsChildren = false
+        self.encode = encode
+        self.assign = assign
+        self.reset = reset
+    }
+
     private init<Value>(
         name: String,
         keyPath: WritableKeyPath<Subject, Value> & Sendable,

@@ -45,6 +45,7 @@ public final class Screen<Subject>: Sendable {
     }
 
     func encode(_ subject: Subject) -> JSON {
+        if let whole = body.wholeValue { return whole.encode(subject) }
         var object = JSONObject()
         for field in body.fields { object.append(field.name, field.encode(subject)) }
         return .object(object)
@@ -59,6 +60,7 @@ public final class Screen<Subject>: Sendable {
         for key in object.keys where !body.fields.contains(where: { $0.name == key }) {
             throw StateError(path.appending(key), "unknown field of \(name)")
         }
+        if let whole = body.wholeValue { return try whole.decode(object, path) }
         var subject = existing ?? make()
         let defaults = existing == nil ? nil : make()
         for field in body.fields {
@@ -84,6 +86,8 @@ public struct ScreenBody<Subject>: Sendable {
     /// that must go on returns the effect that continues it (a timer re-armed with the time
     /// it had left).
     public var settle: (@Sendable (inout Subject) -> Effect?)?
+    /// Codes the whole value at once where field by field would repeat the work (`Screen.value`).
+    var wholeValue: WholeValueCoding<Subject>?
 
     public init(
         fields: [Field<Subject>] = [],
@@ -98,4 +102,11 @@ public struct ScreenBody<Subject>: Sendable {
         self.stacks = stacks
         self.settle = settle
     }
+}
+
+/// A value's state coded in one pass: the object it encodes to, and the value an object (whose
+/// keys are known to be fields) decodes to, missing fields taking their defaults.
+struct WholeValueCoding<Subject>: Sendable {
+    let encode: @Sendable (Subject) -> JSON
+    let decode: @Sendable (JSONObject, JSONPath) throws(StateError) -> Subject
 }

@@ -15,4 +15,15 @@ public struct JSONPath: Sendable, Equatable, CustomStringConvertible {
         path.description += "[\(index)]"
         return path
     }
+
+    /// The path this one was made from by `appending(key)`.
+    func parent(removing key: String) -> JSONPath {
+        var path = self
+        if description == key {
+            path.description = ""
+        } else if description.hasSuffix("." + key) {
+            path.description.removeLast(key.count + 1)
+        }
+        return path
+    }
 }

@@ -1,7 +1,7 @@
 import Observation
 
 /// One thing to do; a plain value in the list's state.
-public struct TodoItem: Equatable, Sendable {
+public struct TodoItem: Equatable, Sendable, Codable {
     public var id: String
     public var title: String
     public var isDone: Bool

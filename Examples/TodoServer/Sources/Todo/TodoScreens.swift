@@ -9,12 +9,9 @@ public enum TodoFeature {
 }
 
 extension Screen where Subject == TodoItem {
-    /// An item as it appears in state; never presented on its own.
-    static var item: Screen<TodoItem> { Screen("TodoItem", make: { TodoItem(id: "", title: "") }, fields: [
-        .value("id", \.id, .string),
-        .value("title", \.title, .string),
-        .value("isDone", \.isDone, .bool),
-    ]) }
+    /// An item as it appears in state; never presented on its own. A plain value: its fields
+    /// are its `Codable` keys.
+    static var item: Screen<TodoItem> { .value("TodoItem") { TodoItem(id: "", title: "") } }
 }
 
 extension Screen where Subject == TodoListModel {
