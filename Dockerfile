@@ -2,12 +2,12 @@
 # debian:bookworm-slim as an unprivileged user. navd imports no Foundation at all, so no ICU
 # data comes along. Only glibc, libstdc++ and the system libraries navd links through
 # system-library targets stay dynamic: libcurl (the fact client, called directly), libsqlite3
-# (the session store) and libcrypto (token hashes). The runtime stage needs no Swift toolchain.
+# (the session store), libpq (the PostgreSQL store) and libcrypto (token hashes). The runtime stage needs no Swift toolchain.
 # scripts/verify-container.sh builds and checks this file with podman.
 
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates libcurl4-openssl-dev libsqlite3-dev libssl-dev pkg-config \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates libcurl4-openssl-dev libpq-dev libsqlite3-dev libssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Only the manifest and the sources, so edits to docs, tests or scripts keep the build cached.
@@ -41,7 +41,7 @@ FROM debian:bookworm-slim
 # package: it would bring openssl's CLI and 2 MB more for one file, the CA bundle, copied
 # below from the build stage instead (refreshed whenever the image is rebuilt).
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcurl4 libsqlite3-0 libssl3 \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcurl4 libpq5 libsqlite3-0 libssl3 \
  && rm -rf /var/lib/apt/lists/* /var/log/apt/* /var/log/dpkg.log /var/cache/debconf/*-old /var/lib/dpkg/status-old \
  && groupadd --gid 10001 navd \
  && useradd --uid 10001 --gid navd --no-create-home --home-dir /nonexistent \

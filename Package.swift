@@ -28,6 +28,10 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // Sessions in an embedded SQLite database: WAL, synchronous commits, one group-committing writer.
         .target(name: "SQLiteStorage", dependencies: ["SessionStorage", "CSQLite"], swiftSettings: swiftSettings),
+        // Sessions in PostgreSQL, for several nodes: synchronous commits, one group-committing writer.
+        .target(name: "PostgresStorage", dependencies: ["SessionStorage", "CLibPQ"], swiftSettings: swiftSettings),
+        // The system's libpq (the PostgreSQL client library).
+        .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // The system's SQLite (libsqlite3).
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // The hosted features: plain observable models and, apart from them, their screens.
@@ -48,7 +52,7 @@ let package = Package(
             .embedInCode("Resources/openapi.yaml"),
         ], swiftSettings: swiftSettings),
         // Sessions, routes, configuration and metrics: wires the core and its caller's features to HTTP.
-        .target(name: "NavServer", dependencies: ["NavigationCore", "HTTP", "WebClient", "SessionStorage", "SQLiteStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
+        .target(name: "NavServer", dependencies: ["NavigationCore", "HTTP", "WebClient", "SessionStorage", "SQLiteStorage", "PostgresStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
         // glibc's malloc.h (mallopt, malloc_trim): empty elsewhere.
         .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
         // The Swift client an app imports: the event stream, a live mirror of the tree, the API's calls. Depends on no other target.
@@ -62,7 +66,7 @@ let package = Package(
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "TestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "SessionStorageTests", dependencies: ["SessionStorage", "SQLiteStorage"], swiftSettings: swiftSettings),
+        .testTarget(name: "SessionStorageTests", dependencies: ["SessionStorage", "SQLiteStorage", "PostgresStorage", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationClientTests", dependencies: ["NavigationClient", "NavServer", "DemoHost", "SQLiteStorage", "SessionStorage", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "NavServerTests", dependencies: ["NavServer", "DemoHost", "Features", "NavigationCore", "HTTP", "TestSupport", "WebClient"], swiftSettings: swiftSettings),
     ],

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages navd builds against when any is missing: the system libraries
-# reached through system-library targets (SQLite for the session store, OpenSSL's libcrypto
-# for token hashes, libcurl for the fact service). With --test, also what the test command
-# uses: prometheus (for promtool), Node.js (the JavaScript client's tests), Chromium and its
+# reached through system-library targets (SQLite for the session store, libpq for the PostgreSQL
+# store, OpenSSL's libcrypto for token hashes, libcurl for the fact service). With --test, also
+# what the test command uses: postgresql (the tests start a private server of their own),
+# prometheus (for promtool), Node.js (the JavaScript client's tests), Chromium and its
 # driver (the inspector's browser tests). Called by scripts/serve.sh and scripts/test.sh
 # (--test); a no-op when everything is there.
 set -euo pipefail
-packages=(libsqlite3-dev libssl-dev libcurl4-openssl-dev pkg-config)
-if [[ ${1:-} == --test ]]; then packages+=(prometheus nodejs chromium chromium-driver); fi
+packages=(libsqlite3-dev libpq-dev libssl-dev libcurl4-openssl-dev pkg-config)
+if [[ ${1:-} == --test ]]; then packages+=(postgresql prometheus nodejs chromium chromium-driver); fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -27,4 +28,8 @@ trap 'rm -f "$log"' EXIT
 # a Prometheus server, which the tests neither need nor want.
 if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
   "${as_root[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
+# Likewise the postgresql package's own cluster: the tests start a private one on loopback.
+if [[ " ${missing[*]} " == *" postgresql "* ]] && command -v systemctl >/dev/null; then
+  "${as_root[@]}" systemctl disable --now postgresql >/dev/null 2>&1 || true
 fi

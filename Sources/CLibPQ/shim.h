@@ -1,0 +1,5 @@
+// The system's libpq: the PostgreSQL session store for several nodes.
+#include <libpq-fe.h>
+
+// PG_DIAG_SQLSTATE is a character-literal macro Swift does not import.
+static inline char *navd_pq_sqlstate(const PGresult *result) { return PQresultErrorField(result, 'C'); }

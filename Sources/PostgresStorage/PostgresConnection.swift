@@ -1,0 +1,192 @@
+import CLibPQ
+import Glibc
+
+/// One libpq connection: statements prepared once per connection and reused, values sent and
+/// read in PostgreSQL's binary format (no escaping, no text round trip for blobs), errors
+/// carried with the server's own message and SQLSTATE. Not thread-safe; its owner serialises
+/// every use.
+final class PostgresConnection {
+    private let handle: OpaquePointer
+    private var statements: [String: String] = [:]
+
+    /// What the server (or libpq) said, and its SQLSTATE when there was one.
+    struct Failure: Error, CustomStringConvertible {
+        let message: String
+        var sqlState: String?
+
+        var description: String {
+            let text = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
+            return sqlState.map { "\(text) (SQLSTATE \($0))" } ?? text
+        }
+    }
+
+    /// Connects with a URL or key=value string; what the URL says wins over navd's defaults
+    /// (a 5 s connect timeout and the application name).
+    init(url: String) throws(Failure) {
+        let keywords = ["connect_timeout", "application_name", "dbname"]
+        let values = ["5", "navd", url]
+        let connection = Self.withCStrings(keywords) { keywordPointers in
+            Self.withCStrings(values) { valuePointers in
+                PQconnectdbParams(keywordPointers, valuePointers, 1)
+            }
+        }
+        guard let connection else { throw Failure(message: "out of memory") }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let message = String(cString: PQerrorMessage(connection))
+            PQfinish(connection)
+            throw Failure(message: message.isEmpty ? "cannot connect" : message)
+        }
+        handle = connection
+        try configure()
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// Every commit waits for the server's WAL flush, whatever the server's default says.
+    private func configure() throws(Failure) {
+        try execute("SET synchronous_commit TO on")
+    }
+
+    /// Reconnects when the server went away (a restart, a failover); prepared statements are
+    /// per connection, so they are prepared again.
+    func reconnectIfNeeded() throws(Failure) {
+        guard PQstatus(handle) != CONNECTION_OK else { return }
+        PQreset(handle)
+        statements.removeAll()
+        guard PQstatus(handle) == CONNECTION_OK else { throw Failure(message: String(cString: PQerrorMessage(handle))) }
+        try configure()
+    }
+
+    /// Runs SQL with no parameters (several statements allowed).
+    func execute(_ sql: String) throws(Failure) {
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        try check(result)
+    }
+
+    /// Runs one statement with `values` bound in order, calling `row` for each result row.
+    func run(_ sql: String, _ values: [PostgresValue] = [], row: (PostgresRow) throws(Failure) -> Void = { _ in }) throws(Failure) {
+        let name = try prepared(sql, types: values.map(\.type))
+        let encoded = values.map(\.bytes)
+        let total = encoded.reduce(0) { $0 + ($1?.count ?? 0) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 1)
+        defer { buffer.deallocate() }
+        var pointers: [UnsafePointer<CChar>?] = []
+        var lengths: [Int32] = []
+        var offset = 0
+        for bytes in encoded {
+            guard let bytes else {
+                pointers.append(nil)
+                lengths.append(0)
+                continue
+            }
+            let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<(offset + bytes.count)])
+            bytes.withUnsafeBytes { slice.copyMemory(from: $0) }
+            pointers.append((buffer.baseAddress.map { UnsafeRawPointer($0 + offset) })?.assumingMemoryBound(to: CChar.self))
+            lengths.append(Int32(bytes.count))
+            offset += bytes.count
+        }
+        let formats = [Int32](repeating: 1, count: values.count)
+        let result = PQexecPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 1)
+        defer { PQclear(result) }
+        try check(result)
+        guard let result else { return }
+        for index in 0..<PQntuples(result) { try row(PostgresRow(result: result, row: index)) }
+    }
+
+    /// The single integer a query returns.
+    func integer(_ sql: String, _ values: [PostgresValue] = []) throws(Failure) -> Int {
+        var answer = 0
+        try run(sql, values) { row in answer = row.integer(0) }
+        return answer
+    }
+
+    private func prepared(_ sql: String, types: [Oid]) throws(Failure) -> String {
+        if let name = statements[sql] { return name }
+        let name = "navd_\(statements.count + 1)"
+        let result = PQprepare(handle, name, sql, Int32(types.count), types)
+        defer { PQclear(result) }
+        try check(result)
+        statements[sql] = name
+        return name
+    }
+
+    private func check(_ result: OpaquePointer?) throws(Failure) {
+        guard let result else { throw Failure(message: String(cString: PQerrorMessage(handle))) }
+        let status = PQresultStatus(result)
+        guard status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK else { return }
+        let message = String(cString: PQresultErrorMessage(result))
+        throw Failure(message: message.isEmpty ? String(cString: PQerrorMessage(handle)) : message,
+                      sqlState: navd_pq_sqlstate(result).map { String(cString: $0) })
+    }
+
+    /// C strings for libpq's parameter arrays (NULL-terminated), alive for `body`.
+    private static func withCStrings<Result>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) -> Result) -> Result {
+        var copies = strings.map { strdup($0) }
+        defer { copies.forEach { free($0) } }
+        copies.append(nil)
+        return body(copies.map { $0.map { UnsafePointer($0) } })
+    }
+}
+
+/// A value bound to a statement, in PostgreSQL's binary format.
+enum PostgresValue {
+    case integer(Int)
+    case real(Double)
+    case text(String)
+    case bytes([UInt8])
+    /// A NULL `bytea`.
+    case noBytes
+
+    /// The parameter's type OID (pg_type): int8, float8, text, bytea.
+    var type: Oid {
+        switch self {
+        case .integer: 20
+        case .real: 701
+        case .text: 25
+        case .bytes, .noBytes: 17
+        }
+    }
+
+    /// Network byte order for numbers, the bytes themselves for text and bytea; `nil` for NULL.
+    var bytes: [UInt8]? {
+        switch self {
+        case .integer(let number): withUnsafeBytes(of: Int64(number).bigEndian) { Array($0) }
+        case .real(let number): withUnsafeBytes(of: number.bitPattern.bigEndian) { Array($0) }
+        case .text(let text): Array(text.utf8)
+        case .bytes(let bytes): bytes
+        case .noBytes: nil
+        }
+    }
+}
+
+/// One row of a result in binary format, read by column.
+struct PostgresRow {
+    fileprivate let result: OpaquePointer
+    fileprivate let row: Int32
+
+    func isNull(_ column: Int32) -> Bool { PQgetisnull(result, row, column) != 0 }
+
+    func bytes(_ column: Int32) -> [UInt8] {
+        let count = Int(PQgetlength(result, row, column))
+        guard count > 0, let pointer = PQgetvalue(result, row, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
+    func text(_ column: Int32) -> String { String(decoding: bytes(column), as: UTF8.self) }
+
+    /// An int8 (or a shorter integer, sign-extended); 0 for NULL.
+    func integer(_ column: Int32) -> Int {
+        let raw = bytes(column)
+        guard !raw.isEmpty else { return 0 }
+        var value: Int64 = raw[0] & 0x80 == 0 ? 0 : -1
+        for byte in raw { value = value << 8 | Int64(byte) }
+        return Int(value)
+    }
+
+    func real(_ column: Int32) -> Double {
+        let raw = bytes(column)
+        guard raw.count == 8 else { return 0 }
+        return Double(bitPattern: raw.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+    }
+}

@@ -1,0 +1,57 @@
+/// The store's tables in PostgreSQL, and the migration every node runs at start.
+///
+/// The same records as the SQLite store: a session's row (what never changes, plus its last
+/// snapshot), the transactions since that snapshot (JSON Patches), and the events kept for
+/// `Last-Event-ID`. Names start with `navd_` so the tables can share a database with others'.
+/// Session ids sort bytewise (`COLLATE "C"`), so loading by pages does not depend on the
+/// database's locale.
+enum PostgresSchema {
+    /// Bumped by every change to the tables below; a newer database is refused.
+    static let version = 1
+
+    /// Serialises migrations across nodes starting at once: `CREATE TABLE IF NOT EXISTS` alone
+    /// races on the catalog. The bytes "navd" as a number; held until the migration commits.
+    static let migrationLock = 0x6E61_7664
+
+    /// Idempotent: run in one transaction, under the lock, by every node at every start.
+    static let create = """
+        CREATE TABLE IF NOT EXISTS navd_schema (
+            id integer PRIMARY KEY CHECK (id = 1),
+            version integer NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS navd_sessions (
+            id text COLLATE "C" PRIMARY KEY,
+            token_hash bytea NOT NULL,
+            feature text NOT NULL,
+            created double precision NOT NULL,
+            version bigint NOT NULL,
+            last_sequence bigint NOT NULL,
+            next_serial bigint NOT NULL,
+            state bytea NOT NULL,
+            tree bytea NOT NULL,
+            extras bytea NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS navd_transactions (
+            ordinal bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session text COLLATE "C" NOT NULL,
+            version bigint NOT NULL,
+            last_sequence bigint NOT NULL,
+            next_serial bigint NOT NULL,
+            patch bytea NOT NULL,
+            extras bytea
+        );
+        CREATE INDEX IF NOT EXISTS navd_transactions_by_session ON navd_transactions (session, ordinal);
+        CREATE TABLE IF NOT EXISTS navd_events (
+            session text COLLATE "C" NOT NULL,
+            sequence bigint NOT NULL,
+            kind text NOT NULL,
+            data bytea NOT NULL,
+            PRIMARY KEY (session, sequence)
+        );
+        CREATE TABLE IF NOT EXISTS navd_probes (
+            id integer PRIMARY KEY CHECK (id = 1),
+            written timestamptz NOT NULL
+        );
+        INSERT INTO navd_schema (id, version) VALUES (1, \(version)) ON CONFLICT (id) DO NOTHING;
+        """
+}

@@ -1,0 +1,373 @@
+import Dispatch
+import SessionStorage
+import Synchronization
+
+/// Sessions in a PostgreSQL database, for several nodes sharing one store.
+///
+/// The same guarantees as the SQLite store: a commit returns only once PostgreSQL has flushed
+/// it (`synchronous_commit = on`, set on the connection whatever the server's default), and one
+/// writer (a serial queue with its own connection) commits whatever arrived while the previous
+/// commit was flushing in one transaction, so requests share a flush. Tokens are stored as the
+/// hashes the server hands over. The tables are created at start by an idempotent migration
+/// that several nodes may run at once.
+public final class PostgresSessionStore: SessionStorage {
+    /// How many events per session the store keeps for `Last-Event-ID`: the event buffer's bounds.
+    public struct EventRetention: Sendable {
+        public var count: Int
+        public var bytes: Int
+
+        public init(count: Int, bytes: Int) {
+            self.count = max(0, count)
+            self.bytes = max(0, bytes)
+        }
+    }
+
+    private let retention: EventRetention
+    private let connection: Mutex<PostgresConnection?>
+    private let writer = DispatchQueue(label: "navd.store.writer", qos: .userInitiated)
+    private let queue = Mutex(Pending())
+    private let counters = Mutex(StorageStatistics())
+    /// When the store's size was last asked for: asked on the writer, at most every few seconds.
+    private let sizeChecked = Mutex<ContinuousClock.Instant?>(nil)
+
+    private struct Request {
+        let writes: [StoreWrite]
+        let admissible: @Sendable () -> Bool
+        let completion: @Sendable (Result<Void, StorageError>) -> Void
+
+        /// Completes it unwritten when what it depends on failed; false then.
+        func admitted() -> Bool {
+            guard admissible() else {
+                completion(.failure(.unavailable("an earlier write of this session failed")))
+                return false
+            }
+            return true
+        }
+    }
+
+    private struct Pending {
+        var requests: [Request] = []
+        var draining = false
+        var closed = false
+    }
+
+    static let latencyBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+    static let batchBounds = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    private static let sizeInterval: Duration = .seconds(5)
+
+    /// Connects to `url` (`postgresql://user:password@host:port/database?…`) and brings the
+    /// tables up to date; refuses a database written by a newer navd. The URL (and its
+    /// password) never appears in an error.
+    public init(url: String, retention: EventRetention) throws(StorageError) {
+        self.retention = retention
+        let connection: PostgresConnection
+        let found: Int
+        do throws(PostgresConnection.Failure) {
+            connection = try PostgresConnection(url: url)
+            found = try Self.migrate(connection)
+        } catch {
+            throw .cannotOpen("PostgreSQL: \(error)")
+        }
+        guard found <= PostgresSchema.version else {
+            throw .cannotOpen("the database was written by a newer navd (schema \(found); this navd reads \(PostgresSchema.version))")
+        }
+        self.connection = Mutex(connection)
+        var statistics = StorageStatistics()
+        statistics.latencyBounds = Self.latencyBounds
+        statistics.latencyCounts = Array(repeating: 0, count: Self.latencyBounds.count)
+        statistics.batchBounds = Self.batchBounds
+        statistics.batchCounts = Array(repeating: 0, count: Self.batchBounds.count)
+        counters.withLock { $0 = statistics }
+        writer.async { self.measureSize(force: true) }
+    }
+
+    /// One transaction holding an advisory lock: nodes that start together migrate one after
+    /// the other, and each finds the work done or does it. Returns the schema version found.
+    private static func migrate(_ connection: PostgresConnection) throws(PostgresConnection.Failure) -> Int {
+        try connection.execute("BEGIN")
+        do throws(PostgresConnection.Failure) {
+            try connection.run("SELECT pg_advisory_xact_lock($1)", [.integer(PostgresSchema.migrationLock)])
+            try connection.execute(PostgresSchema.create)
+            let version = try connection.integer("SELECT version::bigint FROM navd_schema WHERE id = 1")
+            // A newer schema is left as it is: this navd refuses it.
+            try connection.execute(version <= PostgresSchema.version ? "COMMIT" : "ROLLBACK")
+            return version
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    // MARK: - Loading
+
+    public func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
+        var failed: [String] = []
+        var after = ""
+        while true {
+            let cursor = after
+            let page = connection.withLock { connection -> Result<Page, StorageError> in
+                guard let connection else { return .failure(.unavailable("the store is closed")) }
+                do throws(PostgresConnection.Failure) {
+                    try connection.reconnectIfNeeded()
+                    // One page is one consistent view, whatever other nodes commit meanwhile.
+                    try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    do throws(PostgresConnection.Failure) {
+                        let page = try Self.page(after: cursor, from: connection)
+                        try connection.execute("COMMIT")
+                        return .success(page)
+                    } catch {
+                        try? connection.execute("ROLLBACK")
+                        throw error
+                    }
+                } catch {
+                    return .failure(.unavailable("PostgreSQL: \(error)"))
+                }
+            }
+            let loaded = try page.get()
+            failed += loaded.failed
+            for session in loaded.sessions { each(session) }
+            guard let last = loaded.last else { return failed }
+            after = last
+        }
+    }
+
+    /// Sessions in pages, by id: what one page needs is freed before the next is read.
+    private struct Page: Sendable {
+        var sessions: [StoredSession] = []
+        var failed: [String] = []
+        /// The last id read; `nil` once there are no more.
+        var last: String?
+    }
+
+    private static let pageSize = 512
+
+    private static func page(after cursor: String, from connection: PostgresConnection) throws(PostgresConnection.Failure) -> Page {
+        var page = Page()
+        var rows: [(SessionRecord, SessionSnapshot)] = []
+        try connection.run("""
+            SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
+            FROM navd_sessions WHERE id > $1 ORDER BY id LIMIT \(pageSize)
+            """, [.text(cursor)]) { row in
+            let id = row.text(0)
+            page.last = id
+            let tokenHash = row.bytes(1)
+            guard tokenHash.count == TokenHash.byteCount else {
+                page.failed.append(id)
+                return
+            }
+            rows.append((SessionRecord(id: id, tokenHash: tokenHash, feature: row.text(2), created: row.real(3)),
+                         SessionSnapshot(version: row.integer(4), lastSequence: row.integer(5), nextSerial: row.integer(6),
+                                         state: row.bytes(7), tree: row.bytes(8), extras: row.bytes(9))))
+        }
+        guard let last = page.last else { return page }
+        let range: [PostgresValue] = [.text(cursor), .text(last)]
+        var transactions: [String: [SessionTransaction]] = [:]
+        try connection.run("""
+            SELECT session, version, last_sequence, next_serial, patch, extras FROM navd_transactions
+            WHERE session > $1 AND session <= $2 ORDER BY ordinal
+            """, range) { row in
+            transactions[row.text(0), default: []].append(SessionTransaction(
+                version: row.integer(1), lastSequence: row.integer(2), nextSerial: row.integer(3),
+                statePatch: row.bytes(4), events: [], extras: row.isNull(5) ? nil : row.bytes(5)))
+        }
+        var events: [String: [StoredEvent]] = [:]
+        try connection.run("""
+            SELECT session, sequence, kind, data FROM navd_events WHERE session > $1 AND session <= $2 ORDER BY session, sequence
+            """, range) { row in
+            events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.bytes(3)))
+        }
+        for (record, snapshot) in rows {
+            // A transaction's events are the ones after the previous transaction's last one.
+            var replay = transactions[record.id] ?? []
+            let kept = events[record.id] ?? []
+            var next = kept.firstIndex { $0.sequence > snapshot.lastSequence } ?? kept.endIndex
+            for index in replay.indices {
+                let start = next
+                while next < kept.endIndex && kept[next].sequence <= replay[index].lastSequence { next += 1 }
+                replay[index].events = Array(kept[start..<next])
+            }
+            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay, events: kept))
+        }
+        return page
+    }
+
+    // MARK: - Committing
+
+    public func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
+                       completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        enum Next { case refuse, wait, drain }
+        let next = queue.withLock { pending -> Next in
+            guard !pending.closed else { return .refuse }
+            pending.requests.append(Request(writes: writes, admissible: admissible, completion: completion))
+            guard !pending.draining else { return .wait }
+            pending.draining = true
+            return .drain
+        }
+        switch next {
+        case .refuse: completion(.failure(.unavailable("the store is closed")))
+        case .wait: break
+        case .drain: writer.async { self.drain() }
+        }
+    }
+
+    /// Commits everything that is pending, one transaction per round, until nothing is.
+    private func drain() {
+        while true {
+            let batch = queue.withLock { pending -> [Request] in
+                let batch = pending.requests
+                pending.requests.removeAll(keepingCapacity: true)
+                if batch.isEmpty { pending.draining = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            let admitted = batch.filter { $0.admitted() }
+            if admitted.isEmpty { continue }
+            let result = commitTogether(admitted)
+            if case .failure = result, admitted.count > 1 {
+                // One request's bad write must not fail its neighbours': on failure, each
+                // request is tried alone (a lost server fails them all again, quickly). Asked
+                // again, since a failure just before may be one it depends on.
+                for request in admitted where request.admitted() { request.completion(commitTogether([request])) }
+            } else {
+                for request in admitted { request.completion(result) }
+            }
+            measureSize(force: false)
+        }
+    }
+
+    private func commitTogether(_ requests: [Request]) -> Result<Void, StorageError> {
+        let started = ContinuousClock.now
+        let result = connection.withLock { connection -> Result<Void, StorageError> in
+            guard let connection else { return .failure(.unavailable("the store is closed")) }
+            do throws(PostgresConnection.Failure) {
+                try connection.reconnectIfNeeded()
+                try connection.execute("BEGIN")
+                do throws(PostgresConnection.Failure) {
+                    for request in requests {
+                        for write in request.writes { try apply(write, to: connection) }
+                    }
+                    // Returns once the commit record is flushed: synchronous_commit = on.
+                    try connection.execute("COMMIT")
+                } catch {
+                    try? connection.execute("ROLLBACK")
+                    throw error
+                }
+                return .success(())
+            } catch {
+                return .failure(.unavailable("PostgreSQL: \(error)"))
+            }
+        }
+        record(result, requests: requests.count, seconds: (ContinuousClock.now - started).seconds)
+        return result
+    }
+
+    private func apply(_ write: StoreWrite, to connection: PostgresConnection) throws(PostgresConnection.Failure) {
+        switch write {
+        case .create(let record, let snapshot):
+            try connection.run("""
+                INSERT INTO navd_sessions (id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                """, [.text(record.id), .bytes(record.tokenHash), .text(record.feature), .real(record.created)] + Self.values(snapshot))
+        case .transaction(let id, let transaction):
+            // A batch that was in flight when its session ended writes nothing: no row is left
+            // without its session.
+            try connection.run("""
+                INSERT INTO navd_transactions (session, version, last_sequence, next_serial, patch, extras)
+                SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM navd_sessions WHERE id = $1)
+                """, [.text(id), .integer(transaction.version), .integer(transaction.lastSequence), .integer(transaction.nextSerial),
+                      .bytes(transaction.statePatch), transaction.extras.map { .bytes($0) } ?? .noBytes])
+            for event in transaction.events {
+                try connection.run("""
+                    INSERT INTO navd_events (session, sequence, kind, data)
+                    SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM navd_sessions WHERE id = $1)
+                    ON CONFLICT (session, sequence) DO UPDATE SET kind = excluded.kind, data = excluded.data
+                    """, [.text(id), .integer(event.sequence), .text(event.kind), .bytes(event.data)])
+            }
+        case .snapshot(let id, let snapshot):
+            try connection.run("""
+                UPDATE navd_sessions SET version = $1, last_sequence = $2, next_serial = $3, state = $4, tree = $5, extras = $6 WHERE id = $7
+                """, Self.values(snapshot) + [.text(id)])
+            // Every transaction of this session so far is covered: later ones come after this write.
+            try connection.run("DELETE FROM navd_transactions WHERE session = $1", [.text(id)])
+            try trimEvents(of: id, through: snapshot.lastSequence, in: connection)
+        case .probe:
+            try connection.run("""
+                INSERT INTO navd_probes (id, written) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET written = excluded.written
+                """)
+        case .delete(let id):
+            try connection.run("DELETE FROM navd_sessions WHERE id = $1", [.text(id)])
+            try connection.run("DELETE FROM navd_transactions WHERE session = $1", [.text(id)])
+            try connection.run("DELETE FROM navd_events WHERE session = $1", [.text(id)])
+        }
+    }
+
+    /// Keeps the events the session's buffer would keep: the newest, by count and by bytes.
+    private func trimEvents(of id: String, through last: Int, in connection: PostgresConnection) throws(PostgresConnection.Failure) {
+        try connection.run("DELETE FROM navd_events WHERE session = $1 AND sequence <= $2", [.text(id), .integer(last - retention.count)])
+        try connection.run("""
+            DELETE FROM navd_events WHERE session = $1 AND sequence <= (
+                SELECT max(sequence) FROM (
+                    SELECT sequence, sum(length(data)) OVER (ORDER BY sequence DESC) AS newer
+                    FROM navd_events WHERE session = $1
+                ) AS kept WHERE newer > $2
+            )
+            """, [.text(id), .integer(retention.bytes)])
+    }
+
+    private static func values(_ snapshot: SessionSnapshot) -> [PostgresValue] {
+        [.integer(snapshot.version), .integer(snapshot.lastSequence), .integer(snapshot.nextSerial),
+         .bytes(snapshot.state), .bytes(snapshot.tree), .bytes(snapshot.extras)]
+    }
+
+    // MARK: - Statistics and closing
+
+    private func record(_ result: Result<Void, StorageError>, requests: Int, seconds: Double) {
+        counters.withLock { statistics in
+            guard case .success = result else {
+                statistics.failedCommits += 1
+                return
+            }
+            statistics.commits += 1
+            statistics.writes += requests
+            statistics.latencySum += seconds
+            for (index, bound) in Self.latencyBounds.enumerated() where seconds <= bound { statistics.latencyCounts[index] += 1 }
+            for (index, bound) in Self.batchBounds.enumerated() where requests <= bound { statistics.batchCounts[index] += 1 }
+        }
+    }
+
+    /// The tables' size with their indexes and TOAST, asked on the writer (which owns the
+    /// connection) every few seconds at most, so a scrape costs no round trip.
+    private func measureSize(force: Bool) {
+        let now = ContinuousClock.now
+        let due = sizeChecked.withLock { last -> Bool in
+            guard force || last.map({ now - $0 >= Self.sizeInterval }) ?? true else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        let bytes = connection.withLock { connection -> Int? in
+            try? connection?.integer("""
+                SELECT (pg_total_relation_size('navd_sessions') + pg_total_relation_size('navd_transactions')
+                        + pg_total_relation_size('navd_events'))::bigint
+                """)
+        }
+        if let bytes { counters.withLock { $0.bytesOnDisk = bytes } }
+    }
+
+    public func statistics() -> StorageStatistics {
+        counters.withLock { $0 }
+    }
+
+    public func close() {
+        queue.withLock { $0.closed = true }
+        writer.sync {}
+        connection.withLock { $0 = nil }
+    }
+}
+
+extension Duration {
+    fileprivate var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
