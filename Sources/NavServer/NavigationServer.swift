@@ -1,6 +1,7 @@
 import Dispatch
 import HTTP
 import NavigationCore
+import PostgresStorage
 import SessionStorage
 import SQLiteStorage
 import Synchronization
@@ -56,6 +57,10 @@ public final class NavigationServer: Sendable {
             let limits = configuration.sessionLimits
             return try SQLiteSessionStore(directory: configuration.dataDirectory,
                                           retention: .init(count: limits.eventBufferCount, bytes: limits.eventBufferBytes))
+        case .postgres:
+            guard let url = configuration.databaseURL else { throw .cannotOpen("--store postgres needs --database-url or DATABASE_URL") }
+            let limits = configuration.sessionLimits
+            return try PostgresSessionStore(url: url, retention: .init(count: limits.eventBufferCount, bytes: limits.eventBufferBytes))
         }
     }
 

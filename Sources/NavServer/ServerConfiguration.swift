@@ -29,6 +29,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var store: StoreKind = .sqlite
     /// The SQLite store's directory.
     public var dataDirectory = "navd-data"
+    /// The PostgreSQL store's connection URL (`--store postgres`); it may hold a password, so it
+    /// is never printed.
+    public var databaseURL: String?
 
     /// The session store engines.
     public enum StoreKind: String, Sendable, CaseIterable {
@@ -36,6 +39,8 @@ public struct ServerConfiguration: Sendable, Equatable {
         case sqlite
         /// Nothing on disk: a restart ends every session.
         case memory
+        /// A PostgreSQL database at `databaseURL`, shared by several nodes.
+        case postgres
     }
 
     public init() {}
@@ -109,13 +114,17 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--shutdown-grace", environment: "NAVD_SHUTDOWN_GRACE", value: "SECONDS", help: "after SIGTERM, serve on this long with /readyz 503, then drain (default 0)") { config, value throws(Invalid) in
             config.shutdownGrace = .seconds(try integer(value, "--shutdown-grace", in: 0...3600))
         },
-        Option(flag: "--store", environment: "NAVD_STORE", value: "sqlite|memory", help: "where sessions live between restarts (default sqlite)") { config, value throws(Invalid) in
-            guard let kind = StoreKind(rawValue: value) else { throw Invalid(description: "--store: \"\(value)\" is neither sqlite nor memory") }
+        Option(flag: "--store", environment: "NAVD_STORE", value: "sqlite|postgres|memory", help: "where sessions live between restarts (default sqlite)") { config, value throws(Invalid) in
+            guard let kind = StoreKind(rawValue: value) else { throw Invalid(description: "--store: \"\(value)\" is not sqlite, postgres or memory") }
             config.store = kind
         },
         Option(flag: "--data-dir", environment: "NAVD_DATA_DIR", value: "PATH", help: "the SQLite store's directory (default ./navd-data)") { config, value throws(Invalid) in
             guard !value.isEmpty else { throw Invalid(description: "--data-dir: must not be empty") }
             config.dataDirectory = value
+        },
+        Option(flag: "--database-url", environment: "DATABASE_URL", value: "URL", help: "the PostgreSQL store's database, postgresql://user:password@host:port/db (--store postgres)") { config, value throws(Invalid) in
+            guard !value.isEmpty else { throw Invalid(description: "--database-url: must not be empty") }
+            config.databaseURL = value
         },
         Option(flag: "--log-requests", environment: "NAVD_LOG_REQUESTS", value: "on|off", help: "one JSON line per request on stdout (default on)") { config, value throws(Invalid) in
             switch value {
@@ -167,6 +176,9 @@ public struct ServerConfiguration: Sendable, Equatable {
                 index += 1
             }
             try entry.apply(&config, &settings, value)
+        }
+        guard config.store != .postgres || config.databaseURL != nil else {
+            throw Invalid(description: "--store postgres needs --database-url or DATABASE_URL (postgresql://user:password@host:port/database)")
         }
         guard config.cors.extraHeaders.isEmpty || config.cors.isEnabled else {
             throw Invalid(description: "--cors-headers: has no effect without --cors-origin")

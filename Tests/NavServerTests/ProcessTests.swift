@@ -157,7 +157,7 @@ import TestSupport
         let help = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         for flag in ["--host", "NAVD_HOST", "--port", "PORT", "--fact-base-url", "FACT_BASE_URL", "--connect-delay-ms",
                      "CONNECT_DELAY_MS", "--max-sessions", "--max-connections", "--event-buffer", "--idle-session-ttl", "--cors-origin",
-                     "--cors-headers", "NAVD_CORS_HEADERS", "--version"] {
+                     "--cors-headers", "NAVD_CORS_HEADERS", "--store", "--database-url", "DATABASE_URL", "--version"] {
             #expect(help.contains(flag), "\(flag)")
         }
     }

@@ -1,0 +1,74 @@
+import Foundation
+import NavigationCore
+import Testing
+import TestSupport
+
+/// The `navd` executable on the PostgreSQL store, against a private server this test process
+/// starts on loopback: `kill -9` loses nothing acknowledged, and a stream resumes exactly.
+@Suite(.serialized) struct PostgresProcessTests {
+    typealias Running = ProcessTests.Running
+    static let flags = ["--port", "0", "--log-requests", "off", "--fact-base-url", "http://127.0.0.1:9", "--store", "postgres"]
+
+    @Test(.enabled(if: PostgresServer.isAvailable, "no PostgreSQL server could be started here (initdb/pg_ctl missing, or no user to run it as)"))
+    func killMinusNineKeepsStateTreeAndEventIDs() async throws {
+        let url = try PostgresServer.freshDatabase()
+        let first = try Running(Self.flags + ["--database-url", url])
+        try first.waitUntilListening()
+        let (id, token) = try await DurableProcessTests.createCounter(port: first.port)
+        let client = try LoopbackClient(port: first.port)
+        var seen: [Int] = []
+        for action in ["incrementButtonTapped", "incrementButtonTapped", "settingsButtonTapped", "incrementButtonTapped"] {
+            let answer = try await client.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root","action":"\#(action)"}"#)
+            #expect(answer.status == 200, "\(answer.text)")
+            seen += answer.json["events"]?.arrayValue?.compactMap { $0["id"]?.intValue } ?? []
+        }
+        let auth = [("Authorization", "Bearer \(token)")]
+        let before = try await client.request("GET", "/sessions/\(id)", headers: auth)
+        let treeBefore = try await client.request("GET", "/sessions/\(id)/navigation", headers: auth)
+        kill(first.process.processIdentifier, SIGKILL)
+        #expect(await first.wait(timeout: .seconds(5)))
+
+        // The URL from the environment this time.
+        let second = try Running(Self.flags, environment: ["DATABASE_URL": url])
+        defer { second.process.terminate() }
+        try second.waitUntilListening()
+        let after = try LoopbackClient(port: second.port)
+        let restored = try await after.request("GET", "/sessions/\(id)", headers: auth)
+        #expect(restored.status == 200, "\(restored.text)")
+        #expect(restored.json == before.json, "same version and state")
+        let treeAfter = try await after.request("GET", "/sessions/\(id)/navigation", headers: auth)
+        #expect(treeAfter.json == treeBefore.json, "same tree, same ids")
+        #expect(try await after.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer wrong")]).status == 401)
+
+        let more = try await after.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root","action":"incrementButtonTapped"}"#)
+        #expect(more.status == 200)
+        let newIDs = more.json["events"]?.arrayValue?.compactMap { $0["id"]?.intValue } ?? []
+        #expect(!newIDs.isEmpty && newIDs.allSatisfy { $0 > (seen.max() ?? 0) }, "event ids go on, never reused")
+        let resumed = try LoopbackClient(port: second.port)
+        let from = try #require(seen.first)
+        try await resumed.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: auth + [("Last-Event-ID", String(from))]))
+        _ = try await resumed.readResponse()
+        let last = try #require(newIDs.last)
+        let replayed = try await resumed.readEvents { $0.id == last }
+        #expect(replayed.compactMap(\.id) == Array(seen.dropFirst()) + newIDs, "exactly the missed events, in order: no gap, no duplicate")
+        #expect(!replayed.contains { $0.name == "snapshot" || $0.name == "end" })
+        let metrics = try await after.request("GET", "/metrics", headers: [])
+        #expect(metrics.text.contains("navd_sessions_recovered 1\n"))
+        #expect(metrics.text.contains("navd_store_available 1\n"))
+    }
+
+    @Test func withoutADatabaseURLOrAReachableDatabaseNavdExitsWithCode2() async throws {
+        let missing = try Running(Self.flags)
+        #expect(await missing.wait(timeout: .seconds(5)))
+        #expect(missing.process.terminationStatus == 2)
+        let said = String(decoding: missing.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(said.contains("--store postgres needs --database-url or DATABASE_URL"), "\(said)")
+
+        let unreachable = try Running(Self.flags + ["--database-url", "postgresql://navd:s3cret@127.0.0.1:9/navd?connect_timeout=2"])
+        #expect(await unreachable.wait(timeout: .seconds(10)))
+        #expect(unreachable.process.terminationStatus == 2)
+        let message = String(decoding: unreachable.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(message.contains("cannot open the session store"), "\(message)")
+        #expect(!message.contains("s3cret"), "the password is never printed")
+    }
+}
