@@ -172,6 +172,25 @@ struct PostgresSessionStoreTests {
         #expect(sessions.first { $0.record.id == "c" }?.transactions.map(\.version) == Array(1...5))
     }
 
+    /// A server that drops navd's connection (a restart, a failover) fails the batch in flight,
+    /// and the next commit connects again by itself.
+    @Test func aLostConnectionFailsOneBatchAndTheNextCommitReconnects() throws {
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        let ended = try server().query("""
+            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name = 'navd' AND pid <> pg_backend_pid()
+            """, database: database)
+        #expect(ended == ["1"])
+        // The first commit may learn of the loss only when it fails; one that follows succeeds.
+        let first = Result { try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...1))]) }
+        if case .failure = first { try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...1))]) }
+        try commit(store, [.transaction(id: "a", transaction(version: 2, events: 2...2))])
+        store.close()
+        let a = try #require(try open().loadAll().sessions.first)
+        #expect(a.transactions.map(\.version) == [1, 2])
+    }
+
     @Test func nodesStartingTogetherMigrateOnceAndAllOpen() async throws {
         let url = self.url
         let retention = self.retention
