@@ -1,5 +1,9 @@
 import CLibPQ
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One libpq connection: statements prepared once per connection and reused, values sent and
 /// read in PostgreSQL's binary format (no escaping, no text round trip for blobs), errors
