@@ -237,7 +237,7 @@ final class APIHandler: HTTPHandler {
         Task {
             do throws(NavigationError) {
                 var outcome = try await session.durable(try await change(session))
-                if let wait { outcome = await session.waitForEffects(of: outcome, timeout: wait) }
+                if let wait { outcome = try await session.durable(await session.waitForEffects(of: outcome, timeout: wait)) }
                 answer.send(.json(status: 200, Self.outcomeBody(outcome), headers: ["ETag": "\"\(outcome.version)\""]))
             } catch {
                 // A session the shutdown just ended or suspended is not gone: try again later.

@@ -292,6 +292,31 @@ final class MemoryJournal: SessionJournal {
         #expect(try await harness.session.durable(second).version == 2)
     }
 
+    /// Found by scripts/crash-test.sh: a request that changed nothing was answered at once with
+    /// the session's version, though the batch that made that version was still being written;
+    /// a kill then left the session below a version a client had been given.
+    @Test func aNoOpIsAnsweredOnlyOnceTheVersionItReportsIsDurable() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        journal.set(.hold)
+        _ = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        let unchanged = try await harness.session.replaceState(await harness.session.describe().state)
+        #expect(unchanged.events.isEmpty && unchanged.version == 1)
+        let session = harness.session
+        let answered = Atomic<Bool>(false)
+        let waiting = Task {
+            let outcome = try await session.durable(unchanged)
+            answered.store(true, ordering: .relaxed)
+            return outcome.version
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        let early = answered.load(ordering: .relaxed)
+        #expect(!early, "version 1 is not durable yet")
+        journal.release(success: true)
+        #expect(try await waiting.value == 1)
+    }
+
     /// The journal refuses the later writes of a generation once one fails; the engine rolls back
     /// only once the failure is the oldest write it waits for, so what is durable stays applied.
     @Test func aFailedWriteRollsBackEvenIfALaterOneAnsweredFirst() async throws {

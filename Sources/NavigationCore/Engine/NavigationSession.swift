@@ -104,6 +104,9 @@ public actor NavigationSession {
         public let events: [NavigationEvent]
         let effect: Int?
         let sequenceBefore: Int
+        /// The last event id `version` covers: answering with that version promises that
+        /// everything up to it is durable, even when this request itself changed nothing.
+        let through: Int
         /// The session's rollbacks when it was made: one since means it was undone.
         var rollbacks = 0
     }
@@ -307,9 +310,11 @@ public actor NavigationSession {
             deadline.cancel()
         }
         flush()
-        try? await waitDurable(through: lastSequence)
-        let events = log.events(after: outcome.sequenceBefore, lastIssued: durability?.durableSequence ?? lastSequence) ?? outcome.events
-        return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore, rollbacks: rollbacks)
+        // The version and events as of now; `durable` then holds the answer until they are.
+        let (through, version, rollbacks) = (lastSequence, version, rollbacks)
+        try? await waitDurable(through: through)
+        let events = log.events(after: outcome.sequenceBefore, lastIssued: min(through, durability?.durableSequence ?? through)) ?? outcome.events
+        return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore, through: through, rollbacks: rollbacks)
     }
 
     /// Why a session ended, as its `end` event says.
@@ -355,8 +360,7 @@ public actor NavigationSession {
         // A failed write rolled the session back after this change was made: it never happened,
         // and its event ids will be issued again for other changes.
         guard outcome.rollbacks == rollbacks else { throw .storageUnavailable }
-        guard let last = outcome.events.last?.sequence else { return outcome }
-        try await waitDurable(through: last)
+        try await waitDurable(through: outcome.through)
         return outcome
     }
 
@@ -485,7 +489,8 @@ public actor NavigationSession {
         let effectID = effect.map(start)
         tracker.setInTransaction(false)
         let events = commit(reconciler.reconcile())
-        return Outcome(version: version, events: events, effect: effectID, sequenceBefore: sequenceBefore, rollbacks: rollbacks)
+        return Outcome(version: version, events: events, effect: effectID, sequenceBefore: sequenceBefore, through: lastSequence,
+                       rollbacks: rollbacks)
     }
 
     private var isNearLimits: Bool {
