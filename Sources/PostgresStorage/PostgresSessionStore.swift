@@ -24,32 +24,10 @@ public final class PostgresSessionStore: SessionStorage {
 
     private let retention: EventRetention
     private let connection: Mutex<PostgresConnection?>
-    private let writer = DispatchQueue(label: "navd.store.writer", qos: .userInitiated)
-    private let queue = Mutex(Pending())
+    private let writer = GroupCommit(label: "navd.store.writer")
     private let counters = Mutex(StorageStatistics())
     /// When the store's size was last asked for: asked on the writer, at most every few seconds.
     private let sizeChecked = Mutex<ContinuousClock.Instant?>(nil)
-
-    private struct Request {
-        let writes: [StoreWrite]
-        let admissible: @Sendable () -> Bool
-        let completion: @Sendable (Result<Void, StorageError>) -> Void
-
-        /// Completes it unwritten when what it depends on failed; false then.
-        func admitted() -> Bool {
-            guard admissible() else {
-                completion(.failure(.unavailable("an earlier write of this session failed")))
-                return false
-            }
-            return true
-        }
-    }
-
-    private struct Pending {
-        var requests: [Request] = []
-        var draining = false
-        var closed = false
-    }
 
     static let latencyBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
     static let batchBounds = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -78,7 +56,7 @@ public final class PostgresSessionStore: SessionStorage {
         statistics.batchBounds = Self.batchBounds
         statistics.batchCounts = Array(repeating: 0, count: Self.batchBounds.count)
         counters.withLock { $0 = statistics }
-        writer.async { self.measureSize(force: true) }
+        writer.onWriter { self.measureSize(force: true) }
     }
 
     /// One transaction holding an advisory lock: nodes that start together migrate one after
@@ -177,16 +155,8 @@ public final class PostgresSessionStore: SessionStorage {
             events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.bytes(3)))
         }
         for (record, snapshot) in rows {
-            // A transaction's events are the ones after the previous transaction's last one.
-            var replay = transactions[record.id] ?? []
-            let kept = events[record.id] ?? []
-            var next = kept.firstIndex { $0.sequence > snapshot.lastSequence } ?? kept.endIndex
-            for index in replay.indices {
-                let start = next
-                while next < kept.endIndex && kept[next].sequence <= replay[index].lastSequence { next += 1 }
-                replay[index].events = Array(kept[start..<next])
-            }
-            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay, events: kept))
+            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: transactions[record.id] ?? [],
+                                               keptEvents: events[record.id] ?? []))
         }
         return page
     }
@@ -195,47 +165,11 @@ public final class PostgresSessionStore: SessionStorage {
 
     public func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
                        completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
-        enum Next { case refuse, wait, drain }
-        let next = queue.withLock { pending -> Next in
-            guard !pending.closed else { return .refuse }
-            pending.requests.append(Request(writes: writes, admissible: admissible, completion: completion))
-            guard !pending.draining else { return .wait }
-            pending.draining = true
-            return .drain
-        }
-        switch next {
-        case .refuse: completion(.failure(.unavailable("the store is closed")))
-        case .wait: break
-        case .drain: writer.async { self.drain() }
-        }
+        writer.submit(writes, admissible: admissible, completion: completion,
+                      commitTogether: { [self] requests in commitTogether(requests) }, afterRound: { [self] in measureSize(force: false) })
     }
 
-    /// Commits everything that is pending, one transaction per round, until nothing is.
-    private func drain() {
-        while true {
-            let batch = queue.withLock { pending -> [Request] in
-                let batch = pending.requests
-                pending.requests.removeAll(keepingCapacity: true)
-                if batch.isEmpty { pending.draining = false }
-                return batch
-            }
-            if batch.isEmpty { return }
-            let admitted = batch.filter { $0.admitted() }
-            if admitted.isEmpty { continue }
-            let result = commitTogether(admitted)
-            if case .failure = result, admitted.count > 1 {
-                // One request's bad write must not fail its neighbours': on failure, each
-                // request is tried alone (a lost server fails them all again, quickly). Asked
-                // again, since a failure just before may be one it depends on.
-                for request in admitted where request.admitted() { request.completion(commitTogether([request])) }
-            } else {
-                for request in admitted { request.completion(result) }
-            }
-            measureSize(force: false)
-        }
-    }
-
-    private func commitTogether(_ requests: [Request]) -> Result<Void, StorageError> {
+    private func commitTogether(_ requests: [[StoreWrite]]) -> Result<Void, StorageError> {
         let started = ContinuousClock.now
         let result = connection.withLock { connection -> Result<Void, StorageError> in
             guard let connection else { return .failure(.unavailable("the store is closed")) }
@@ -244,7 +178,7 @@ public final class PostgresSessionStore: SessionStorage {
                 try connection.execute("BEGIN")
                 do throws(PostgresConnection.Failure) {
                     for request in requests {
-                        for write in request.writes { try apply(write, to: connection) }
+                        for write in request { try apply(write, to: connection) }
                     }
                     // Returns once the commit record is flushed: synchronous_commit = on.
                     try connection.execute("COMMIT")
@@ -359,8 +293,7 @@ public final class PostgresSessionStore: SessionStorage {
     }
 
     public func close() {
-        queue.withLock { $0.closed = true }
-        writer.sync {}
+        writer.close()
         connection.withLock { $0 = nil }
     }
 }

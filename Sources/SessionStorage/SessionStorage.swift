@@ -201,3 +201,19 @@ public struct StorageStatistics: Sendable, Equatable {
 
     public init() {}
 }
+
+extension StoredSession {
+    /// A session as an engine reads it back: its transactions as stored (without events) and
+    /// the events kept for it, in order. Each transaction gets the events after the previous
+    /// transaction's last one, up to its own last.
+    public init(record: SessionRecord, snapshot: SessionSnapshot, transactions: [SessionTransaction], keptEvents: [StoredEvent]) {
+        var replay = transactions
+        var next = keptEvents.firstIndex { $0.sequence > snapshot.lastSequence } ?? keptEvents.endIndex
+        for index in replay.indices {
+            let start = next
+            while next < keptEvents.endIndex && keptEvents[next].sequence <= replay[index].lastSequence { next += 1 }
+            replay[index].events = Array(keptEvents[start..<next])
+        }
+        self.init(record: record, snapshot: snapshot, transactions: replay, events: keptEvents)
+    }
+}

@@ -1,0 +1,99 @@
+import Dispatch
+import Synchronization
+
+/// Group commit, the part every storage engine shares: one writer commits, in one transaction,
+/// whatever requests arrived while the previous commit was syncing, so concurrent requests
+/// share a sync. The engine says how a batch is written (`commitTogether`); this decides which
+/// requests go together and in what order, and answers them.
+///
+/// A request may depend on an earlier one (`admissible`, asked on the writer right before it
+/// would be applied); completions run on the writer, in order, before any later request is
+/// asked, so a failure is known to everything behind it.
+public final class GroupCommit: Sendable {
+    public typealias Completion = @Sendable (Result<Void, StorageError>) -> Void
+    /// Writes every request's writes, in order, in one transaction.
+    public typealias Committer = @Sendable (_ requests: [[StoreWrite]]) -> Result<Void, StorageError>
+
+    private struct Request: Sendable {
+        let writes: [StoreWrite]
+        let admissible: @Sendable () -> Bool
+        let completion: Completion
+
+        /// Completes it unwritten when what it depends on failed; false then.
+        func admitted() -> Bool {
+            guard admissible() else {
+                completion(.failure(.unavailable("an earlier write of this session failed")))
+                return false
+            }
+            return true
+        }
+    }
+
+    private struct Pending {
+        var requests: [Request] = []
+        var draining = false
+        var closed = false
+    }
+
+    private let writer: DispatchQueue
+    private let pending = Mutex(Pending())
+
+    public init(label: String) {
+        writer = DispatchQueue(label: label, qos: .userInitiated)
+    }
+
+    /// Queues `writes`; the writer commits them with whatever else is pending, through
+    /// `commitTogether`, after `afterRound` of the commit before.
+    public func submit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool, completion: @escaping Completion,
+                       commitTogether: @escaping Committer, afterRound: @escaping @Sendable () -> Void = {}) {
+        enum Next { case refuse, wait, drain }
+        let next = pending.withLock { pending -> Next in
+            guard !pending.closed else { return .refuse }
+            pending.requests.append(Request(writes: writes, admissible: admissible, completion: completion))
+            guard !pending.draining else { return .wait }
+            pending.draining = true
+            return .drain
+        }
+        switch next {
+        case .refuse: completion(.failure(.unavailable("the store is closed")))
+        case .wait: break
+        case .drain: writer.async { self.drain(commitTogether, afterRound) }
+        }
+    }
+
+    /// Runs `work` on the writer, between commits.
+    public func onWriter(_ work: @escaping @Sendable () -> Void) {
+        writer.async(execute: work)
+    }
+
+    /// Refuses what comes next and waits for every commit already handed over.
+    public func close() {
+        pending.withLock { $0.closed = true }
+        writer.sync {}
+    }
+
+    /// Commits everything that is pending, one transaction per round, until nothing is.
+    private func drain(_ commitTogether: Committer, _ afterRound: () -> Void) {
+        while true {
+            let batch = pending.withLock { pending -> [Request] in
+                let batch = pending.requests
+                pending.requests.removeAll(keepingCapacity: true)
+                if batch.isEmpty { pending.draining = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            let admitted = batch.filter { $0.admitted() }
+            if admitted.isEmpty { continue }
+            let result = commitTogether(admitted.map(\.writes))
+            if case .failure = result, admitted.count > 1 {
+                // One request's bad write must not fail its neighbours': on failure, each
+                // request is tried alone (a full disk fails them all again, quickly). Asked
+                // again, since a failure just before may be one it depends on.
+                for request in admitted where request.admitted() { request.completion(commitTogether([request.writes])) }
+            } else {
+                for request in admitted { request.completion(result) }
+            }
+            afterRound()
+        }
+    }
+}
