@@ -79,11 +79,8 @@ public final class PostgresSessionStore: SessionStorage {
     // MARK: - Loading
 
     public func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
-        var failed: [String] = []
-        var after = ""
-        while true {
-            let cursor = after
-            let page = connection.withLock { connection -> Result<Page, StorageError> in
+        try SessionPage.readAll({ cursor throws(StorageError) in
+            try connection.withLock { connection -> Result<SessionPage, StorageError> in
                 guard let connection else { return .failure(.unavailable("the store is closed")) }
                 do throws(PostgresConnection.Failure) {
                     try connection.reconnectIfNeeded()
@@ -100,31 +97,16 @@ public final class PostgresSessionStore: SessionStorage {
                 } catch {
                     return .failure(.unavailable("PostgreSQL: \(error)"))
                 }
-            }
-            let loaded = try page.get()
-            failed += loaded.failed
-            for session in loaded.sessions { each(session) }
-            guard let last = loaded.last else { return failed }
-            after = last
-        }
+            }.get()
+        }, each)
     }
 
-    /// Sessions in pages, by id: what one page needs is freed before the next is read.
-    private struct Page: Sendable {
-        var sessions: [StoredSession] = []
-        var failed: [String] = []
-        /// The last id read; `nil` once there are no more.
-        var last: String?
-    }
-
-    private static let pageSize = 512
-
-    private static func page(after cursor: String, from connection: PostgresConnection) throws(PostgresConnection.Failure) -> Page {
-        var page = Page()
+    private static func page(after cursor: String, from connection: PostgresConnection) throws(PostgresConnection.Failure) -> SessionPage {
+        var page = SessionPage()
         var rows: [(SessionRecord, SessionSnapshot)] = []
         try connection.run("""
             SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
-            FROM navd_sessions WHERE id > $1 ORDER BY id LIMIT \(pageSize)
+            FROM navd_sessions WHERE id > $1 ORDER BY id LIMIT \(SessionPage.size)
             """, [.text(cursor)]) { row in
             let id = row.text(0)
             page.last = id

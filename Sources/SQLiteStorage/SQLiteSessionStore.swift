@@ -124,46 +124,27 @@ public final class SQLiteSessionStore: SessionStorage {
     // MARK: - Loading
 
     public func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
-        var failed: [String] = []
-        var after = ""
-        while true {
-            let cursor = after
-            let page = database.withLock { database -> Result<Page, StorageError> in
+        let failed = try SessionPage.readAll({ cursor throws(StorageError) in
+            try database.withLock { database -> Result<SessionPage, StorageError> in
                 guard let database else { return .failure(.unavailable("the store is closed")) }
                 do throws(SQLiteDatabase.Failure) {
                     return .success(try Self.page(after: cursor, from: database))
                 } catch {
                     return .failure(error.isDiskProblem ? .unavailable(error.description) : .cannotOpen(error.description))
                 }
-            }
-            let loaded = try page.get()
-            failed += loaded.failed
-            for session in loaded.sessions { each(session) }
-            guard let last = loaded.last else {
-                // The pages read for recovery are not needed again: the sessions live in memory.
-                database.withLock { database in _ = try? database?.execute("PRAGMA shrink_memory") }
-                return failed
-            }
-            after = last
-        }
+            }.get()
+        }, each)
+        // The pages read for recovery are not needed again: the sessions live in memory.
+        database.withLock { database in _ = try? database?.execute("PRAGMA shrink_memory") }
+        return failed
     }
 
-    /// Sessions in pages, by id: what one page needs is freed before the next is read.
-    private struct Page: Sendable {
-        var sessions: [StoredSession] = []
-        var failed: [String] = []
-        /// The last id read; `nil` once there are no more.
-        var last: String?
-    }
-
-    private static let pageSize = 512
-
-    private static func page(after cursor: String, from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> Page {
-        var page = Page()
+    private static func page(after cursor: String, from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> SessionPage {
+        var page = SessionPage()
         var rows: [(SessionRecord, SessionSnapshot)] = []
         try database.run("""
             SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
-            FROM sessions WHERE id > ? ORDER BY id LIMIT \(pageSize)
+            FROM sessions WHERE id > ? ORDER BY id LIMIT \(SessionPage.size)
             """, [.text(cursor)]) { row in
             let id = row.text(0)
             page.last = id

@@ -217,3 +217,32 @@ extension StoredSession {
         self.init(record: record, snapshot: snapshot, transactions: replay, events: keptEvents)
     }
 }
+
+/// Stored sessions read back a page at a time, by id: what one page needs is freed before the
+/// next is read, so recovery never holds the whole store.
+public struct SessionPage: Sendable {
+    public static let size = 512
+
+    public var sessions: [StoredSession] = []
+    /// Ids of records that did not decode.
+    public var failed: [String] = []
+    /// The last id read; `nil` once there are no more.
+    public var last: String?
+
+    public init() {}
+
+    /// Reads page after page (each after the previous page's last id) until one is empty,
+    /// handing every session to `each`; returns the ids that failed to decode.
+    public static func readAll(_ read: (_ after: String) throws(StorageError) -> SessionPage,
+                               _ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
+        var failed: [String] = []
+        var after = ""
+        while true {
+            let page = try read(after)
+            failed += page.failed
+            for session in page.sessions { each(session) }
+            guard let last = page.last else { return failed }
+            after = last
+        }
+    }
+}
