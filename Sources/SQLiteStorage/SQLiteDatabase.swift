@@ -59,6 +59,13 @@ final class SQLiteDatabase {
             case .integer(let number): sqlite3_bind_int64(statement, index, Int64(number))
             case .real(let number): sqlite3_bind_double(statement, index, number)
             case .text(let text): sqlite3_bind_text(statement, index, text, -1, navd_sqlite_transient())
+            case .utf8(let bytes):
+                bytes.withUnsafeBytes { buffer in
+                    // Zero-length text is still text, not NULL: bind a valid pointer.
+                    let text = buffer.baseAddress.map { $0.assumingMemoryBound(to: CChar.self) } ?? UnsafePointer(bitPattern: 1)
+                    return sqlite3_bind_text64(statement, index, text, sqlite3_uint64(buffer.count), navd_sqlite_transient(), UInt8(SQLITE_UTF8))
+                }
+            case .null: sqlite3_bind_null(statement, index)
             case .blob(let bytes):
                 bytes.withUnsafeBytes { buffer in
                     // A zero-length blob must still be a blob, not NULL: bind a valid pointer.
@@ -110,7 +117,10 @@ enum SQLiteValue {
     case integer(Int)
     case real(Double)
     case text(String)
+    /// Text already encoded as UTF-8, bound without a copy into a `String`.
+    case utf8([UInt8])
     case blob([UInt8])
+    case null
 }
 
 /// The current row of a statement, read by column.

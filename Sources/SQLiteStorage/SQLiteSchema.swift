@@ -1,11 +1,14 @@
 /// The store's tables, and how a database file proves it is navd's.
 ///
-/// A session is its row in `sessions` (what never changes, plus its last snapshot), the
-/// transactions since that snapshot, and the events kept for `Last-Event-ID`. A transaction
-/// row holds a JSON Patch, not the state, so a commit writes what changed, not the session
-/// whole; a new snapshot replaces the row's state and deletes the transactions it covers, so
-/// what a restart replays stays short. Events are trimmed to the event buffer's bounds at
-/// each snapshot, which keeps the file from growing with a session's age.
+/// A session is its row in `sessions` (what never changes, plus its last snapshot) and its rows
+/// in `journal`, one per committed batch: the batch's JSON Patch of the state and the events it
+/// sent. A commit therefore writes what changed, not the session whole, and it writes one row
+/// per batch: every row a write adds costs a page of its table's index, and pages are what a
+/// commit syncs, so the events live in their batch's row instead of a table of their own.
+///
+/// A new snapshot replaces the session row's state; journal rows it covers are kept only while
+/// their events are within the event buffer's bounds (clients resume from them), so what a
+/// restart replays stays short and the file does not grow with a session's age.
 ///
 /// Rowid tables throughout: state and event blobs can be large, and SQLite keeps large rows
 /// better out of a clustered (WITHOUT ROWID) index.
@@ -13,7 +16,7 @@ enum SQLiteSchema {
     /// `PRAGMA application_id`: the bytes "navd", so a stranger's database is refused.
     static let applicationID = 0x6E61_7664
     /// `PRAGMA user_version`: bumped by every change to the tables below.
-    static let version = 1
+    static let version = 2
 
     /// Run once, in a transaction, on an empty file.
     static let create = """
@@ -29,28 +32,54 @@ enum SQLiteSchema {
             tree BLOB NOT NULL,
             extras BLOB NOT NULL
         );
-        CREATE TABLE transactions (
+        CREATE TABLE probes (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            written REAL NOT NULL
+        );
+        \(journal)
+        PRAGMA application_id = \(applicationID);
+        PRAGMA user_version = \(version);
+        """
+
+    /// `events` is a JSON array of `[sequence, kind, data]`, oldest first; `event_bytes` is the
+    /// sum of the events' `data` lengths, what the event buffer's byte bound counts.
+    private static let journal = """
+        CREATE TABLE journal (
             ordinal INTEGER PRIMARY KEY,
             session TEXT NOT NULL,
             version INTEGER NOT NULL,
             last_sequence INTEGER NOT NULL,
             next_serial INTEGER NOT NULL,
             patch BLOB NOT NULL,
-            extras BLOB
+            extras BLOB,
+            events TEXT NOT NULL,
+            event_bytes INTEGER NOT NULL
         );
-        CREATE INDEX transactions_by_session ON transactions (session, ordinal);
-        CREATE TABLE events (
-            session TEXT NOT NULL,
-            sequence INTEGER NOT NULL,
-            kind TEXT NOT NULL,
-            data BLOB NOT NULL,
-            UNIQUE (session, sequence)
-        );
-        CREATE TABLE probes (
-            id INTEGER PRIMARY KEY CHECK (id = 1),
-            written REAL NOT NULL
-        );
-        PRAGMA application_id = \(applicationID);
-        PRAGMA user_version = \(version);
+        CREATE INDEX journal_by_session ON journal (session, ordinal);
         """
+
+    /// Brings a file of an older schema up to `version`, in the caller's transaction.
+    static func migrations(from old: Int) -> String? {
+        switch old {
+        case 1:
+            // Version 1 kept transactions and events in two tables. Each transaction becomes a
+            // journal row with no events of its own, and each kept event a row with nothing to
+            // replay (version 0, below every snapshot); loading puts events back in order. An
+            // event whose data is not JSON could not be sent again: it is left behind.
+            """
+            \(journal)
+            INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes)
+                SELECT session, version, last_sequence, next_serial, patch, extras, '[]', 0 FROM transactions ORDER BY ordinal;
+            INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes)
+                SELECT session, 0, sequence, 0, x'', NULL,
+                       json_array(json_array(sequence, kind, json(CAST(data AS TEXT)))), length(data)
+                FROM events WHERE json_valid(CAST(data AS TEXT)) ORDER BY session, sequence;
+            DROP TABLE transactions;
+            DROP TABLE events;
+            PRAGMA user_version = \(version);
+            """
+        default:
+            nil
+        }
+    }
 }

@@ -25,6 +25,20 @@ public final class SQLiteSessionStore: SessionStorage {
             self.count = max(0, count)
             self.bytes = max(0, bytes)
         }
+
+        /// The newest of `events` (oldest first) that the buffer would keep.
+        func keep(_ events: [StoredEvent]) -> [StoredEvent] {
+            var start = max(0, events.count - count)
+            var total = 0
+            for index in stride(from: events.count - 1, through: start, by: -1) {
+                total += events[index].data.count
+                if total > bytes {
+                    start = index + 1
+                    break
+                }
+            }
+            return Array(events[start...])
+        }
     }
 
     public let path: String
@@ -108,11 +122,15 @@ public final class SQLiteSessionStore: SessionStorage {
                 throw StorageError.cannotOpen("\(path) is not a navd session store")
             } else if version > SQLiteSchema.version {
                 throw StorageError.cannotOpen("\(path) was written by a newer navd (schema \(version); this navd reads \(SQLiteSchema.version))")
+            } else if version < SQLiteSchema.version {
+                guard let migration = SQLiteSchema.migrations(from: version) else {
+                    throw StorageError.cannotOpen("\(path) has schema \(version), which this navd cannot upgrade")
+                }
+                try database.execute(migration)
             }
             // Rows a session's last writes left after its deletion in the same batch window.
             try database.execute("""
-                DELETE FROM transactions WHERE session NOT IN (SELECT id FROM sessions);
-                DELETE FROM events WHERE session NOT IN (SELECT id FROM sessions);
+                DELETE FROM journal WHERE session NOT IN (SELECT id FROM sessions);
                 COMMIT;
                 """)
         } catch {
@@ -128,7 +146,7 @@ public final class SQLiteSessionStore: SessionStorage {
             try database.withLock { database -> Result<SessionPage, StorageError> in
                 guard let database else { return .failure(.unavailable("the store is closed")) }
                 do throws(SQLiteDatabase.Failure) {
-                    return .success(try Self.page(after: cursor, from: database))
+                    return .success(try Self.page(after: cursor, from: database, retention: retention))
                 } catch {
                     return .failure(error.isDiskProblem ? .unavailable(error.description) : .cannotOpen(error.description))
                 }
@@ -139,7 +157,7 @@ public final class SQLiteSessionStore: SessionStorage {
         return failed
     }
 
-    private static func page(after cursor: String, from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> SessionPage {
+    private static func page(after cursor: String, from database: SQLiteDatabase, retention: EventRetention) throws(SQLiteDatabase.Failure) -> SessionPage {
         var page = SessionPage()
         var rows: [(SessionRecord, SessionSnapshot)] = []
         try database.run("""
@@ -159,10 +177,14 @@ public final class SQLiteSessionStore: SessionStorage {
         }
         guard let last = page.last else { return page }
         let range: [SQLiteValue] = [.text(cursor), .text(last)]
+        // Rows whose events are not JSON were not written by navd: their sessions fail alone.
+        var unreadable = Set<String>()
+        try database.run("SELECT DISTINCT session FROM journal WHERE session > ? AND session <= ? AND NOT json_valid(events)",
+                         range) { row in unreadable.insert(row.text(0)) }
         var transactions: [String: [SessionTransaction]] = [:]
         try database.run("""
-            SELECT session, version, last_sequence, next_serial, patch, extras FROM transactions
-            WHERE session > ? AND session <= ? ORDER BY ordinal
+            SELECT session, version, last_sequence, next_serial, patch, extras FROM journal
+            WHERE session > ? AND session <= ? ORDER BY session, ordinal
             """, range) { row in
             transactions[row.text(0), default: []].append(SessionTransaction(
                 version: row.integer(1), lastSequence: row.integer(2), nextSerial: row.integer(3),
@@ -170,13 +192,22 @@ public final class SQLiteSessionStore: SessionStorage {
         }
         var events: [String: [StoredEvent]] = [:]
         try database.run("""
-            SELECT session, sequence, kind, data FROM events WHERE session > ? AND session <= ? ORDER BY session, sequence
+            SELECT journal.session, event.value ->> 0, event.value ->> 1, event.value -> 2
+            FROM journal, json_each(journal.events) AS event
+            WHERE journal.session > ? AND journal.session <= ? AND json_valid(journal.events)
+            ORDER BY journal.session, journal.ordinal, event.key
             """, range) { row in
             events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.blob(3)))
         }
         for (record, snapshot) in rows {
-            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: transactions[record.id] ?? [],
-                                               keptEvents: events[record.id] ?? []))
+            guard !unreadable.contains(record.id) else {
+                page.failed.append(record.id)
+                continue
+            }
+            // Rows at or below the snapshot are kept only for their events.
+            let replay = (transactions[record.id] ?? []).filter { $0.version > snapshot.version }
+            let kept = retention.keep((events[record.id] ?? []).sorted { $0.sequence < $1.sequence })
+            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay, keptEvents: kept))
         }
         return page
     }
@@ -223,40 +254,64 @@ public final class SQLiteSessionStore: SessionStorage {
                 """, [.text(record.id), .blob(record.tokenHash), .text(record.feature), .real(record.created)] + Self.values(snapshot))
         case .transaction(let id, let transaction):
             try database.run("""
-                INSERT INTO transactions (session, version, last_sequence, next_serial, patch, extras) VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """, [.text(id), .integer(transaction.version), .integer(transaction.lastSequence), .integer(transaction.nextSerial),
-                      .blob(transaction.statePatch)] + (transaction.extras.map { [.blob($0)] } ?? []))
-            for event in transaction.events {
-                try database.run("INSERT OR REPLACE INTO events (session, sequence, kind, data) VALUES (?, ?, ?, ?)",
-                                 [.text(id), .integer(event.sequence), .text(event.kind), .blob(event.data)])
-            }
+                      .blob(transaction.statePatch), transaction.extras.map { .blob($0) } ?? .null,
+                      .utf8(Self.eventArray(transaction.events)), .integer(transaction.events.reduce(0) { $0 + $1.data.count })])
         case .snapshot(let id, let snapshot):
             try database.run("""
                 UPDATE sessions SET version = ?, last_sequence = ?, next_serial = ?, state = ?, tree = ?, extras = ? WHERE id = ?
                 """, Self.values(snapshot) + [.text(id)])
-            // Every transaction of this session so far is covered: later ones come after this write.
-            try database.run("DELETE FROM transactions WHERE session = ?", [.text(id)])
-            try trimEvents(of: id, through: snapshot.lastSequence, in: database)
+            try trimJournal(of: id, through: snapshot.lastSequence, in: database)
         case .probe:
             try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
         case .delete(let id):
             try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])
-            try database.run("DELETE FROM transactions WHERE session = ?", [.text(id)])
-            try database.run("DELETE FROM events WHERE session = ?", [.text(id)])
+            try database.run("DELETE FROM journal WHERE session = ?", [.text(id)])
         }
     }
 
-    /// Keeps the events the session's buffer would keep: the newest, by count and by bytes.
-    private func trimEvents(of id: String, through last: Int, in database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
-        try database.run("DELETE FROM events WHERE session = ? AND sequence <= ?", [.text(id), .integer(last - retention.count)])
+    /// After a snapshot, the rows it covers are needed only for their events: a row goes once
+    /// every event in it is outside the event buffer, by count or by bytes. Loading trims the
+    /// events exactly (`EventRetention.keep`); this only has to never drop one the buffer keeps.
+    private func trimJournal(of id: String, through last: Int, in database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
+        try database.run("DELETE FROM journal WHERE session = ? AND last_sequence <= ?", [.text(id), .integer(last - retention.count)])
         try database.run("""
-            DELETE FROM events WHERE session = ?1 AND sequence <= (
-                SELECT max(sequence) FROM (
-                    SELECT sequence, sum(length(data)) OVER (ORDER BY sequence DESC) AS newer
-                    FROM events WHERE session = ?1
-                ) WHERE newer > ?2
+            DELETE FROM journal WHERE session = ?1 AND ordinal <= (
+                SELECT max(ordinal) FROM (
+                    SELECT ordinal, sum(event_bytes) OVER (ORDER BY ordinal DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS newer
+                    FROM journal WHERE session = ?1
+                ) WHERE newer >= ?2
             )
             """, [.text(id), .integer(retention.bytes)])
+    }
+
+    /// A batch's events as the journal keeps them: `[[sequence, "kind", data], …]`. `data` is
+    /// the JSON the server sent; the kind is one of the protocol's event names.
+    static func eventArray(_ events: [StoredEvent]) -> [UInt8] {
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        out.reserveCapacity(events.reduce(2) { $0 + $1.data.count + $1.kind.utf8.count + 24 })
+        for (index, event) in events.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "["))
+            out.append(contentsOf: String(event.sequence).utf8)
+            out.append(contentsOf: #",""#.utf8)
+            for byte in event.kind.utf8 {
+                // Event names are plain words; anything else is escaped so the array stays JSON.
+                if byte < 0x20 || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") {
+                    out.append(contentsOf: "\\u00".utf8)
+                    out.append(contentsOf: [byte >> 4, byte & 0xF].map { $0 < 10 ? $0 + 48 : $0 + 87 })
+                } else {
+                    out.append(byte)
+                }
+            }
+            out.append(contentsOf: #"","#.utf8)
+            out.append(contentsOf: event.data)
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(UInt8(ascii: "]"))
+        return out
     }
 
     /// After deletions the file keeps its pages, and new rows reuse them: under steady load

@@ -78,13 +78,15 @@ import Testing
         let a = try #require(try open().loadAll().sessions.first)
         #expect(a.snapshot == snapshot(version: 12, last: 12, state: #"{"count":12}"#))
         #expect(a.transactions == [transaction(version: 13, events: 13...13)], "the snapshot covers 1…12")
-        // Eight kept at the snapshot (5…12), then 13.
-        #expect(a.events.map(\.sequence) == Array(5...13))
+        // What the buffer of eight holds: 6…13.
+        #expect(a.events.map(\.sequence) == Array(6...13))
+        #expect(try rowCounts() == [1, 9], "rows 5…12 were kept at the snapshot for their events, then 13")
     }
 
     @Test func eventsAreTrimmedByBytesToo() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try open(.init(count: 100, bytes: 2500))
+        let retention = SQLiteSessionStore.EventRetention(count: 100, bytes: 2500)
+        let store = try open(retention)
         let big = "\"" + String(repeating: "x", count: 998) + "\""  // 1000 bytes
         try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
         for version in 1...5 {
@@ -92,7 +94,8 @@ import Testing
         }
         try commit(store, [.snapshot(id: "a", snapshot(version: 5, last: 5))])
         store.close()
-        let a = try #require(try open().loadAll().sessions.first)
+        #expect(try rowCounts() == [1, 3], "rows 3…5 could hold kept events")
+        let a = try #require(try open(retention).loadAll().sessions.first)
         #expect(a.events.map(\.sequence) == [4, 5], "the newest events within 2,500 bytes")
     }
 
@@ -110,7 +113,7 @@ import Testing
         #expect(try reopened.loadAll().sessions.isEmpty)
         reopened.close()
         let counts = try rowCounts()
-        #expect(counts == [0, 0, 0])
+        #expect(counts == [0, 0])
     }
 
     @Test func manyConcurrentCommitsShareSyncs() async throws {
@@ -170,6 +173,47 @@ import Testing
         let sessions = try open().loadAll().sessions
         #expect(sessions.first { $0.record.id == "a" }?.transactions.isEmpty == true, "nothing of the refused writes is on disk")
         #expect(sessions.first { $0.record.id == "c" }?.transactions.map(\.version) == Array(1...10))
+    }
+
+    @Test func aBatchIsOneJournalRowAndItsEventsComeBackExactly() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        // Data as a client was sent it: nested, escaped, non-ASCII; a kind that needs escaping.
+        let data = #"{"patch":[{"op":"replace","path":"/a~1b","value":"\"quoted\" \u00e9 ü\n"}],"n":[1.5e3,-0,true,null]}"#
+        let events = [StoredEvent(sequence: 1, kind: "state", data: Array(data.utf8)),
+                      StoredEvent(sequence: 2, kind: "odd\"kind", data: Array("{}".utf8))]
+        let batch = SessionTransaction(version: 1, lastSequence: 2, nextSerial: 8, statePatch: Array("[]".utf8), events: events)
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .transaction(id: "a", batch)])
+        store.close()
+        #expect(try rowCounts() == [1, 1], "one row per batch, its events inside")
+
+        let a = try #require(try open().loadAll().sessions.first)
+        #expect(a.events.map(\.sequence) == [1, 2])
+        #expect(a.events.map(\.kind) == ["state", "odd\"kind"])
+        // The same JSON value (SQLite may drop insignificant whitespace; there is none here).
+        #expect(a.events.map { String(decoding: $0.data, as: UTF8.self) } == [data, "{}"])
+        #expect(a.transactions.map(\.events) == [events])
+    }
+
+    @Test func aVersionOneStoreIsUpgradedWithItsSessionsTransactionsAndEvents() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let a = record("a")
+        let state = snapshot(version: 2, last: 2)
+        // Events 1…2 are covered by the snapshot; 3…4 belong to the transaction after it.
+        let after = transaction(version: 3, events: 3...4)
+        try writeVersionOneStore(a, state, after)
+        let store = try open()
+        let loaded = try store.loadAll()
+        store.close()
+        let upgraded = try #require(loaded.sessions.first)
+        #expect(loaded.failed.isEmpty)
+        #expect(upgraded.record == a)
+        #expect(upgraded.snapshot == state)
+        #expect(upgraded.transactions == [after])
+        #expect(upgraded.events.map(\.sequence) == [1, 2, 3, 4])
+        let upgradedFile = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("navd.sqlite3"))
+        #expect(try upgradedFile.integer("SELECT count(*) FROM sqlite_schema WHERE name IN ('transactions', 'events')") == 0)
+        #expect(try upgradedFile.integer("PRAGMA user_version") == SQLiteSchema.version)
     }
 
     @Test func aFileThatIsNotNavdsIsRefused() throws {
@@ -259,9 +303,39 @@ import Testing
         try outcome.withLock { $0 }?.get()
     }
 
+    /// A store as navd wrote it before the journal: transactions and events in two tables.
+    func writeVersionOneStore(_ record: SessionRecord, _ state: SessionSnapshot, _ after: SessionTransaction) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let old = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("navd.sqlite3"))
+        try old.execute("""
+            PRAGMA journal_mode = WAL;
+            CREATE TABLE sessions (id TEXT PRIMARY KEY, token_hash BLOB NOT NULL, feature TEXT NOT NULL, created REAL NOT NULL,
+                version INTEGER NOT NULL, last_sequence INTEGER NOT NULL, next_serial INTEGER NOT NULL, state BLOB NOT NULL,
+                tree BLOB NOT NULL, extras BLOB NOT NULL);
+            CREATE TABLE transactions (ordinal INTEGER PRIMARY KEY, session TEXT NOT NULL, version INTEGER NOT NULL,
+                last_sequence INTEGER NOT NULL, next_serial INTEGER NOT NULL, patch BLOB NOT NULL, extras BLOB);
+            CREATE INDEX transactions_by_session ON transactions (session, ordinal);
+            CREATE TABLE events (session TEXT NOT NULL, sequence INTEGER NOT NULL, kind TEXT NOT NULL, data BLOB NOT NULL,
+                UNIQUE (session, sequence));
+            CREATE TABLE probes (id INTEGER PRIMARY KEY CHECK (id = 1), written REAL NOT NULL);
+            PRAGMA application_id = \(SQLiteSchema.applicationID);
+            PRAGMA user_version = 1;
+            """)
+        try old.run("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [.text(record.id), .blob(record.tokenHash), .text(record.feature), .real(record.created), .integer(state.version),
+                     .integer(state.lastSequence), .integer(state.nextSerial), .blob(state.state), .blob(state.tree), .blob(state.extras)])
+        try old.run("INSERT INTO transactions (session, version, last_sequence, next_serial, patch) VALUES (?, ?, ?, ?, ?)",
+                    [.text(record.id), .integer(after.version), .integer(after.lastSequence), .integer(after.nextSerial), .blob(after.statePatch)])
+        for sequence in 1...after.lastSequence {
+            try old.run("INSERT INTO events VALUES (?, ?, 'state', ?)", [.text(record.id), .integer(sequence), .blob(Array(#"{"count":1}"#.utf8))])
+        }
+        // An event a v1 store could hold but JSON cannot: left behind, the rest upgraded.
+        try old.run("INSERT INTO events VALUES (?, 99, 'state', x'ff')", [.text(record.id)])
+    }
+
     func rowCounts() throws -> [Int] {
         let database = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("navd.sqlite3"))
-        return try ["sessions", "transactions", "events"].map { try database.integer("SELECT count(*) FROM \($0)") }
+        return try ["sessions", "journal"].map { try database.integer("SELECT count(*) FROM \($0)") }
     }
 
     @discardableResult
