@@ -10,6 +10,7 @@ final class SessionPersistence: Sendable {
     private let failing = Atomic<Bool>(false)
     private let failedRecords = Atomic<Int>(0)
     private let recovered = Atomic<Int>(0)
+    fileprivate let notices = DurableNotices()
 
     init(storage: (any SessionStorage)?) {
         self.storage = storage
@@ -172,9 +173,11 @@ private final class StorageJournal: SessionJournal {
         storage.commit(SessionPersistence.writes(entries, of: id), admissible: { [self] in
             failedGeneration.withLock { $0 != generation }
         }, completion: { [self] result in
-            // Recorded on the store's writer, before it asks about any later write.
+            // Recorded on the store's writer, before it asks about any later write; the session
+            // hears of it off the writer (it copes with outcomes in any order).
             if case .failure = result { failedGeneration.withLock { $0 = max($0 ?? generation, generation) } }
-            completion(persistence.noted(result))
+            let durable = persistence.noted(result)
+            persistence.notices.post { completion(durable) }
         })
     }
 }
