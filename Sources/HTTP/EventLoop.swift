@@ -26,6 +26,8 @@ final class EventLoop: @unchecked Sendable {
     let shared: ServerShared
     var settings: LoopSettings { shared.settings }
     private let inbox = Mutex(Inbox())
+    /// Posters between taking the wake-up and making it; the selector outlives every one.
+    private let wakersInFlight = Atomic<Int>(0)
     private let threadID = Atomic<UInt>(0)
 
     // Loop-confined state.
@@ -74,15 +76,20 @@ final class EventLoop: @unchecked Sendable {
             localMessages.append(message)
             return
         }
-        let dropped: LoopMessage? = inbox.withLock { inbox in
-            guard !inbox.closed else { return message }
+        let (dropped, wakes) = inbox.withLock { inbox -> (LoopMessage?, Bool) in
+            guard !inbox.closed else { return (message, false) }
             inbox.messages.append(message)
-            if !inbox.wakePending {
-                inbox.wakePending = true
-                // Under the lock, so the selector cannot be closed meanwhile.
-                selector.wakeUp()
-            }
-            return nil
+            guard !inbox.wakePending else { return (nil, false) }
+            inbox.wakePending = true
+            // Counted under the lock, so a teardown that closes the inbox after this waits for it.
+            wakersInFlight.add(1, ordering: .acquiring)
+            return (nil, true)
+        }
+        if wakes {
+            // Outside the lock: a system call that can switch to the loop's thread must not keep
+            // every other poster (and the loop's own drain) waiting on the lock.
+            selector.wakeUp()
+            wakersInFlight.subtract(1, ordering: .releasing)
         }
         if case .adopt(let fd, _)? = dropped {
             // The loop is gone; nobody else will close this connection.
@@ -215,10 +222,13 @@ final class EventLoop: @unchecked Sendable {
     func tearDown() {
         let leftover = inbox.withLock { inbox -> [LoopMessage] in
             inbox.closed = true
-            selector.close()
             defer { inbox.messages = [] }
             return inbox.messages
         }
+        // No poster can start a wake-up now; one that started finishes before the descriptor
+        // goes (and its number could be reused by someone else's file).
+        while wakersInFlight.load(ordering: .acquiring) > 0 { sched_yield() }
+        selector.close()
         for message in leftover + localMessages {
             switch message {
             case .adopt(let fd, _):
