@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Recovery benchmark: N counter sessions on the SQLite store, then a restart.
 
-Usage: scripts/bench-recovery.py NAVD_BINARY [N=100000]
+Usage: scripts/bench-recovery.py NAVD_BINARY [N=100000] [ACTIONS=0]
 
 Starts navd on a fresh data directory, creates N counter sessions (64 keep-alive connections,
-so creations share commits), records navd's RSS, stops it with SIGTERM, starts it again on
+so creations share commits), sends each ACTIONS increments (journal rows and kept events that
+the restart must read back), records navd's RSS, stops it with SIGTERM, starts it again on
 the same directory and measures the time from exec to the first 200 from /readyz, the RSS
 once recovered, and the store's bytes per session. Prints one RESULT line. Stdlib only;
 everything on loopback.
@@ -48,7 +49,7 @@ def start(binary, data_dir):
         time.sleep(0.01)
 
 
-def create(port, count, sessions, errors):
+def create(port, count, actions, sessions, errors):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     for _ in range(count):
         connection.request("POST", "/sessions", body=b'{"feature":"counter"}', headers={"Content-Type": "application/json"})
@@ -59,17 +60,26 @@ def create(port, count, sessions, errors):
             continue
         created = json.loads(body)
         sessions.append((created["id"], created["token"]))
+        for _ in range(actions):
+            connection.request("POST", f"/sessions/{created['id']}/actions",
+                               body=b'{"target":"root","action":"incrementButtonTapped","args":{}}',
+                               headers={"Content-Type": "application/json", "Authorization": f"Bearer {created['token']}"})
+            response = connection.getresponse()
+            response.read()
+            if response.status != 200:
+                errors.append(response.status)
 
 
 def main():
     binary = sys.argv[1]
     total = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
+    actions = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     data_dir = tempfile.mkdtemp(prefix="navd-recovery-")
     try:
         process, port, _ = start(binary, data_dir)
         sessions, errors, workers = [], [], 64
         began = time.monotonic()
-        threads = [threading.Thread(target=create, args=(port, total // workers + (1 if i < total % workers else 0), sessions, errors))
+        threads = [threading.Thread(target=create, args=(port, total // workers + (1 if i < total % workers else 0), actions, sessions, errors))
                    for i in range(workers)]
         for thread in threads:
             thread.start()
@@ -90,14 +100,16 @@ def main():
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         session_id, token = sessions[len(sessions) // 2]
         connection.request("GET", f"/sessions/{session_id}", headers={"Authorization": f"Bearer {token}"})
-        if connection.getresponse().status != 200:
-            raise SystemExit("a session was not recovered")
+        response = connection.getresponse()
+        if response.status != 200 or json.loads(response.read())["state"]["count"] != actions:
+            raise SystemExit("a session was not recovered as it was")
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
-        print(f"RESULT sessions={total} create_per_s={total / create_seconds:.0f} recovery_s={recovery_seconds:.2f} "
+        print(f"RESULT sessions={total} actions_each={actions} create_per_s={total / create_seconds:.0f} recovery_s={recovery_seconds:.2f} "
               f"rss_before_kib={rss_before} rss_after_kib={rss_after} store_bytes_per_session={store_bytes / total:.0f}")
     finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+        if os.environ.get("KEEP_DATA"): print("data in", data_dir)
+        else: shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

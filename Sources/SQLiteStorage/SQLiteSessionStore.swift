@@ -195,8 +195,8 @@ public final class SQLiteSessionStore: SessionStorage {
             SELECT journal.session, event.value ->> 0, event.value ->> 1, event.value -> 2
             FROM journal, json_each(journal.events) AS event
             WHERE journal.session > ? AND journal.session <= ? AND json_valid(journal.events)
-            ORDER BY journal.session, journal.ordinal, event.key
             """, range) { row in
+            // In no particular order: each session's events are sorted by id below.
             events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.blob(3)))
         }
         for (record, snapshot) in rows {
