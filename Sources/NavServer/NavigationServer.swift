@@ -64,6 +64,11 @@ public final class NavigationServer: Sendable {
         }
     }
 
+    /// `GET /openapi.yaml`: the API with the hosted features' state schemas.
+    public var openAPIDocument: String {
+        handler.assets["/openapi.yaml"].map { String(decoding: $0.bytes, as: UTF8.self) } ?? ""
+    }
+
     /// The port it listens on (useful with port 0).
     public var port: Int { http.port }
 

@@ -7,7 +7,10 @@ public struct Action<Subject>: Sendable {
     /// An argument an action takes, as `GET /features` lists it.
     public struct Parameter: Sendable {
         public let name: String
-        public let typeName: String
+        /// What its values look like, from its codec.
+        public let schema: StateSchema
+        /// The type as `GET /features` lists it.
+        public var typeName: String { schema.typeName }
         let validate: @Sendable (JSON, JSONPath) throws(StateError) -> Void
 
         public static func string(_ name: String) -> Parameter { Parameter(name, .string) }
@@ -16,7 +19,7 @@ public struct Action<Subject>: Sendable {
 
         public init<Value>(_ name: String, _ codec: StateCodec<Value>) {
             self.name = name
-            self.typeName = codec.typeName
+            self.schema = codec.schema
             self.validate = { json, path throws(StateError) in _ = try codec.decode(json, path, nil) }
         }
     }

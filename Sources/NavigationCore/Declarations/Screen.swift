@@ -39,7 +39,7 @@ public final class Screen<Subject>: Sendable {
 
     /// The feature's full state, children included; missing fields take their defaults.
     public var codec: StateCodec<Subject> {
-        StateCodec(typeName: name, encode: { [self] subject in encode(subject) }) { [self] json, path, existing throws(StateError) in
+        StateCodec(schema: .feature(self), encode: { [self] subject in encode(subject) }) { [self] json, path, existing throws(StateError) in
             try decode(json, at: path, into: existing)
         }
     }

@@ -3,7 +3,8 @@ public struct FeatureCatalog: Sendable {
     /// A feature a session can have at its root.
     public struct Host: Sendable {
         public let name: String
-        let screen: any DescribableScreen
+        /// Its screen, where a walk of the declarations starts.
+        public let screen: any DescribableScreen
         let makeRoot: @Sendable (JSON?) throws(StateError) -> any AnyLiveFeature
 
         public init<Model: AnyObject>(_ screen: Screen<Model>) {
@@ -18,6 +19,9 @@ public struct FeatureCatalog: Sendable {
     }
 
     public let hosts: [Host]
+    /// Every screen that can appear, hostable or only ever presented, found by walking the
+    /// declarations from the hosts: what `GET /features` lists and the contract describes.
+    public let screens: [any DescribableScreen]
     /// `GET /features`: every screen that can appear, hostable or only ever presented.
     public let description: JSON
 
@@ -35,6 +39,7 @@ public struct FeatureCatalog: Sendable {
             screens.append(screen)
             pending += screen.children
         }
+        self.screens = screens
         description = .object(JSONObject([("features", .array(screens.map { $0.describe(hostable: hostNames.contains($0.name)) }))]))
     }
 
@@ -72,12 +77,20 @@ public protocol DescribableScreen: Sendable {
     var name: String { get }
     /// The screens this one can present or push.
     var children: [any DescribableScreen] { get }
+    /// Its state's fields in order, with what their values look like and whether they hold
+    /// child features (shown as nodes, not in a node's `state`), for a typed contract.
+    var stateFields: [(name: String, schema: StateSchema, holdsChildren: Bool)] { get }
+    /// Its entry in `GET /features`.
     func describe(hostable: Bool) -> JSON
 }
 
 extension Screen: DescribableScreen {
     public var children: [any DescribableScreen] {
         body.presentations.map(\.screen) + body.stacks.flatMap(\.screens)
+    }
+
+    public var stateFields: [(name: String, schema: StateSchema, holdsChildren: Bool)] {
+        body.fields.map { ($0.name, $0.schema, $0.holdsChildren) }
     }
 
     public func describe(hostable: Bool) -> JSON {
