@@ -10,6 +10,7 @@ import Synchronization
 /// API, wired together. Build one from a catalog and a configuration, `start()` it, and
 /// `shutdown(within:)` when done; `navd` is nothing more than that around the demo features.
 public final class NavigationServer: Sendable {
+    /// What it was built with.
     public let configuration: ServerConfiguration
     private let http: HTTPServer
     private let handler: APIHandler

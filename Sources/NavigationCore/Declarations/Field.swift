@@ -4,6 +4,7 @@
 /// (a destination, a path); the second kind appears in the navigation tree as child nodes, not in
 /// the node's `state`, but both are part of the feature's full encoded state.
 public struct Field<Subject>: Sendable {
+    /// Its key in the state's JSON.
     public let name: String
     /// What its values look like, from its codec.
     public let schema: StateSchema

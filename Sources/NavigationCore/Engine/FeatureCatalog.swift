@@ -2,11 +2,13 @@
 public struct FeatureCatalog: Sendable {
     /// A feature a session can have at its root.
     public struct Host: Sendable {
+        /// The feature's name, as `POST /sessions` names it.
         public let name: String
         /// Its screen, where a walk of the declarations starts.
         public let screen: any DescribableScreen
         let makeRoot: @Sendable (JSON?) throws(StateError) -> any AnyLiveFeature
 
+        /// A feature sessions can start with, shown by `screen`.
         public init<Model: AnyObject>(_ screen: Screen<Model>) {
             name = screen.name
             self.screen = screen
@@ -18,6 +20,7 @@ public struct FeatureCatalog: Sendable {
         }
     }
 
+    /// The features a session can have at its root.
     public let hosts: [Host]
     /// Every screen that can appear, hostable or only ever presented, found by walking the
     /// declarations from the hosts: what `GET /features` lists and the contract describes.
@@ -74,6 +77,7 @@ public struct FeatureCatalog: Sendable {
 
 /// A screen that can describe itself for `GET /features`, whatever its subject.
 public protocol DescribableScreen: Sendable {
+    /// The feature's name.
     var name: String { get }
     /// The screens this one can present or push.
     var children: [any DescribableScreen] { get }

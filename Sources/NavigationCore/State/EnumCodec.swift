@@ -1,5 +1,6 @@
 /// One case of an enum with an associated value, as a single-key JSON object: `{"fact":{"value":"…"}}`.
 public struct EnumCase<Enum>: Sendable {
+    /// The case's name: the single key of its JSON object.
     public let name: String
     let payloadSchema: StateSchema
     let extractJSON: @Sendable (Enum) -> JSON?

@@ -7,7 +7,9 @@
 public struct StateCodec<Value>: Sendable {
     /// What the values look like, for `GET /features` and the typed contract.
     public let schema: StateSchema
+    /// The value as JSON.
     public let encode: @Sendable (Value) -> JSON
+    /// The value from JSON at a path (for errors), given the value now in place.
     public let decode: @Sendable (JSON, JSONPath, Value?) throws(StateError) -> Value
 
     /// The type as `GET /features` lists it: `integer`, `string?`, `[Path]`, `Network`.
@@ -29,6 +31,7 @@ public struct StateCodec<Value>: Sendable {
 }
 
 extension StateCodec where Value == Int {
+    /// An `Int`, from a JSON integer.
     public static let int = StateCodec(schema: .integer, encode: { .int($0) }) { json, path, _ throws(StateError) in
         guard case .int(let value) = json else { throw .typeMismatch(path, expected: "an integer", found: json) }
         return value
@@ -36,6 +39,7 @@ extension StateCodec where Value == Int {
 }
 
 extension StateCodec where Value == Bool {
+    /// A `Bool`.
     public static let bool = StateCodec(schema: .boolean, encode: { .bool($0) }) { json, path, _ throws(StateError) in
         guard case .bool(let value) = json else { throw .typeMismatch(path, expected: "a boolean", found: json) }
         return value
@@ -43,6 +47,7 @@ extension StateCodec where Value == Bool {
 }
 
 extension StateCodec where Value == String {
+    /// A `String`.
     public static let string = StateCodec(schema: .string(allowed: nil), encode: { .string($0) }) { json, path, _ throws(StateError) in
         guard case .string(let value) = json else { throw .typeMismatch(path, expected: "a string", found: json) }
         return value
@@ -50,6 +55,7 @@ extension StateCodec where Value == String {
 }
 
 extension StateCodec where Value == Double {
+    /// A `Double`, from any JSON number.
     public static let double = StateCodec(schema: .number(nil), encode: { .double($0) }) { json, path, _ throws(StateError) in
         switch json {
         case .double(let value): return value

@@ -4,21 +4,25 @@
 /// contract (`openapi.yaml`'s per-feature state schemas) says about it come from the declaration
 /// that also decodes the value: the description cannot claim what the decoder does not do.
 public indirect enum StateSchema: Sendable {
+    /// A whole number.
     case integer
     /// A number, within `range` when the codec checks one.
     case number(ClosedRange<Double>?)
+    /// `true` or `false`.
     case boolean
     /// A string, one of `allowed` when the codec accepts only those.
     case string(allowed: [String]?)
     /// `null` or absent is `nil`.
     case optional(StateSchema)
+    /// An array of elements of one schema.
     case array(StateSchema)
     /// An enum: an object with exactly one key, the case name, holding the case's payload.
     case oneOf(String, cases: [(name: String, payload: StateSchema)])
     /// A feature's whole state, as its screen declares it; a screen may contain itself.
     case feature(any DescribableScreen)
-    /// An array or object of a `Codable` value whose elements the declarations do not describe.
+    /// An array of a `Codable` value whose elements the declarations do not describe.
     case anyArray
+    /// An object whose keys the declarations do not describe.
     case anyObject
     /// Any JSON value (a `Codable` optional whose default is `nil` says nothing of its type).
     case any
