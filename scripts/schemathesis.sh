@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Checks a navd binary against openapi.yaml:
 #   1. openapi-spec-validator: the document is valid OpenAPI 3.1;
-#   2. an event-stream and auth check (Python, below): real SSE frames of every event type, a
-#      resumed stream, and DELETE's 401/204/404, validated against the document's schemas
+#   2. an event-stream and auth check (Python, below): the typed contract (`feature` selects
+#      the state schema; the schema and navd agree on valid and invalid sessions), real SSE frames
+#      of every event type, a resumed stream, and DELETE's 401/204/404, validated against the
+#      document's schemas
 #      (schemathesis cannot test an endless text/event-stream response);
 #   3. schemathesis, with every check, in three runs on one navd:
 #      a. every operation but DELETE /sessions/{id} and GET /sessions/{id}/events, on one
@@ -204,6 +206,28 @@ def create(feature, state=None):
     check(status == 201, f"POST /sessions {body}: {status} {result}")
     check(headers.get("Location") == f"/sessions/{result['id']}", f"Location {headers.get('Location')}")
     return result["id"], result["token"]
+
+# The typed contract: `feature` selects the state's schema, so a state of another feature is
+# invalid by the schema alone; and navd agrees with the schema on every example.
+create_request = validator("CreateSessionRequest")
+for body, valid in (
+    ({"feature": "app"}, True),
+    ({"feature": "app", "state": {"path": [{"counter": {"count": 1}}, {"settings": {"isOn": True}}]}}, True),
+    ({"feature": "counter", "state": {"count": 0, "destination": {"fact": {"value": "0 is a good number"}}}}, True),
+    ({"feature": "wifi", "state": None}, True),
+    ({"feature": "wifi", "state": {"foundNetworks": [{"id": "n1", "connectivity": 0.5}]}}, True),
+    ({"feature": "app", "state": {"count": 0}}, False),
+    ({"feature": "counter", "state": {"path": []}}, False),
+    ({"feature": "counter", "state": {"count": "0"}}, False),
+    ({"feature": "counter", "state": {"destination": {"sheet": {}}}}, False),
+    ({"feature": "wifi", "state": {"foundNetworks": [{"connectivity": 2}]}}, False),
+    ({"feature": "fact"}, False),
+    ({"state": {}}, False),
+):
+    errors = list(create_request.iter_errors(body))
+    check(not errors if valid else bool(errors), f"CreateSessionRequest {'rejects' if valid else 'accepts'} {json.dumps(body)}")
+    status = request("POST", "/sessions", body)[0]
+    check(status == (201 if valid else 422), f"POST /sessions {json.dumps(body)}: {status}, the schema says {'valid' if valid else 'invalid'}")
 
 # An app session: push, present, state, dismiss (server and client), pop, end; then a resumed stream.
 sid, token = create("app")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: the Swift suites (unit, model-level, property and end-to-end over loopback,
-# built with warnings as errors), the example package's suite (Examples/TodoServer), the
+# built with warnings as errors), the library products' documentation (scripts/docs.sh: a doc
+# comment on every public declaration, DocC archives), the example package's suite (Examples/TodoServer), the
 # process tests again against the release binary, the JavaScript client's tests (node) and
 # the inspector in a headless Chromium (about 10 s), schemathesis against a live navd with
-# openapi.yaml, promtool on a live navd's /metrics, and a kill -9 crash test of the store.
+# openapi.yaml, a Python client generated from openapi.yaml driving a live navd, promtool on a live navd's /metrics, and a kill -9 crash test of the store.
 # Nothing reaches the internet: the fact
 # service is a loopback stub or a closed port. Ends with one line: "tests: N passed, N failed".
 set -euo pipefail
@@ -15,6 +16,8 @@ scripts/system-packages.sh --test
 # No Mac at hand: refuse what visibly breaks a Darwin build (unguarded Glibc, stray epoll).
 scripts/check-portability.sh
 swift test --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
+# The library products' documentation: every public declaration documented, DocC archives built.
+scripts/docs.sh
 # The example package hosts a feature of its own through the library products, as another team
 # would; it builds the library targets again in its own .build (only those: --product).
 swift build --package-path Examples/TodoServer --product todo-server -Xswiftc -warnings-as-errors
@@ -27,6 +30,7 @@ NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" \
 node --test Tests/JavaScript/ 2>&1 | tee -a "$log"
 python3 scripts/browser-test.py .build/debug/navd
 scripts/schemathesis.sh .build/debug/navd
+scripts/python-client-test.sh .build/debug/navd
 scripts/check-metrics.sh .build/debug/navd
 # kill -9 in the middle of traffic, 20 times, against the release binary (about 30 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 20

@@ -14,6 +14,8 @@ final class APIHandler: HTTPHandler {
     let lifecycle: Lifecycle
     let memory = MemoryReturn()
     let persistence: SessionPersistence
+    /// The files served as they are, `/openapi.yaml` describing this server's own features.
+    let assets: [String: WebAsset]
 
     init(catalog: FeatureCatalog, store: SessionStore, metrics: Metrics, log: RequestLog,
          configuration: ServerConfiguration, lifecycle: Lifecycle, persistence: SessionPersistence) {
@@ -24,6 +26,12 @@ final class APIHandler: HTTPHandler {
         self.log = log
         self.configuration = configuration
         self.lifecycle = lifecycle
+        var assets = WebAsset.all
+        if let template = assets["/openapi.yaml"] {
+            assets[template.path] = WebAsset(path: template.path, contentType: template.contentType,
+                                             bytes: Array(OpenAPIDocument.render(String(decoding: template.bytes, as: UTF8.self), for: catalog).utf8))
+        }
+        self.assets = assets
     }
 
     func handle(_ request: HTTPRequest, responder: HTTPResponder) {
@@ -66,7 +74,7 @@ final class APIHandler: HTTPHandler {
         case .features:
             answer.send(.json(status: 200, catalog.description.bytes))
         case .asset:
-            guard let asset = WebAsset.all[parameters[0]] else { throw APIError(404, "not_found", "no such endpoint: \(request.path)") }
+            guard let asset = assets[parameters[0]] else { throw APIError(404, "not_found", "no such endpoint: \(request.path)") }
             answer.send(StaticFiles.response(asset, request))
         case .sessions:
             try createSession(request, answer)
@@ -104,7 +112,10 @@ final class APIHandler: HTTPHandler {
         guard store.hasRoom() else {
             throw .overCapacity(sessions: store.limit ?? 0)
         }
-        let state = body["state"].flatMap { $0 == .null ? nil : $0 }
+        // `null` is the defaults, as absent is. (Not `flatMap { $0 == .null ? nil : $0 }`: JSON
+        // takes the `nil` literal as JSON's own null, which would pass it on.)
+        var state = body["state"]
+        if case .null? = state { state = nil }
         let navigation: NavigationSession
         do {
             navigation = try catalog.makeSession(feature: feature, state: state, limits: configuration.sessionLimits)

@@ -11,6 +11,7 @@ import Darwin
 /// default port, no trailing slash), so matching is a plain comparison and the value echoed in
 /// `Access-Control-Allow-Origin` is exactly what the browser checks it against.
 public struct CORSPolicy: Sendable, Equatable {
+    /// Which pages' origins may call.
     public enum Origins: Sendable, Equatable {
         /// No CORS headers at all: browsers keep other origins' pages out.
         case none
@@ -20,6 +21,7 @@ public struct CORSPolicy: Sendable, Equatable {
         case only([String])
     }
 
+    /// The origins allowed (`--cors-origin`).
     public var origins: Origins = .none
     /// Request headers allowed in addition to `baseHeaders`, as configured.
     public var extraHeaders: [String] = []
@@ -27,11 +29,13 @@ public struct CORSPolicy: Sendable, Equatable {
     /// What the API itself reads from a request.
     static let baseHeaders = ["Authorization", "Content-Type", "If-Match", "Last-Event-ID", "X-Request-ID"]
 
+    /// A policy; the default sends no CORS headers.
     public init(origins: Origins = .none, extraHeaders: [String] = []) {
         self.origins = origins
         self.extraHeaders = extraHeaders
     }
 
+    /// Whether any origin is allowed.
     public var isEnabled: Bool { origins != .none }
 
     // MARK: - Answering

@@ -3,6 +3,7 @@ import Synchronization
 /// What a server offers the features it hosts while they are assembled: its configuration and
 /// counters on `/metrics`. The catalog is built by the caller, so the server knows no feature.
 public struct FeatureServices: Sendable {
+    /// The server's configuration, for settings a feature shares with it (limits, timeouts).
     public let configuration: ServerConfiguration
     let metrics: Metrics
 
@@ -17,8 +18,11 @@ public struct FeatureServices: Sendable {
 
 /// A Prometheus counter family with one label; each label value is a series.
 public final class LabeledCounter: Sendable {
+    /// The family's name (`navd_fact_fetches_total`).
     public let name: String
+    /// Its `# HELP` text.
     public let help: String
+    /// Its one label's name (`outcome`).
     public let label: String
     private let values = Mutex<[String: Int]>([:])
 

@@ -8,6 +8,7 @@ import HTTP
 /// `navd --check-health`: asks the server this configuration describes for `/healthz`, with a
 /// plain socket, so a container health check needs no curl in the image.
 public enum HealthCheck {
+    /// Whether the server answered `/healthz` with 200 within `timeoutSeconds`.
     public static func run(_ configuration: ServerConfiguration, timeoutSeconds: Int = 3) -> Bool {
         let host = ["0.0.0.0", "::", ""].contains(configuration.host) ? "127.0.0.1" : configuration.host
         var hints = addrinfo()

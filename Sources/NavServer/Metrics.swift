@@ -53,6 +53,7 @@ public final class Metrics: Sendable {
     private let openStreams = Atomic<Int>(0)
     private let hosted = Mutex<[LabeledCounter]>([])
 
+    /// Metrics with every counter at zero.
     public init() {}
 
     func requestFinished(route: Route?, method: String, status: Int, seconds: Double, waited: Bool = false) {

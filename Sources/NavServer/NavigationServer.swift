@@ -10,6 +10,7 @@ import Synchronization
 /// API, wired together. Build one from a catalog and a configuration, `start()` it, and
 /// `shutdown(within:)` when done; `navd` is nothing more than that around the demo features.
 public final class NavigationServer: Sendable {
+    /// What it was built with.
     public let configuration: ServerConfiguration
     private let http: HTTPServer
     private let handler: APIHandler
@@ -62,6 +63,11 @@ public final class NavigationServer: Sendable {
             let limits = configuration.sessionLimits
             return try PostgresSessionStore(url: url, retention: .init(count: limits.eventBufferCount, bytes: limits.eventBufferBytes))
         }
+    }
+
+    /// `GET /openapi.yaml`: the API with the hosted features' state schemas.
+    public var openAPIDocument: String {
+        handler.assets["/openapi.yaml"].map { String(decoding: $0.bytes, as: UTF8.self) } ?? ""
     }
 
     /// The port it listens on (useful with port 0).

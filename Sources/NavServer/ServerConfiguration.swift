@@ -5,9 +5,13 @@ import NavigationCore
 /// variable. Flags win over the environment, the environment over defaults. A host adds the
 /// settings of its own features with `ConfigurationOption`s (navd: the fact service, delays).
 public struct ServerConfiguration: Sendable, Equatable {
+    /// The address to listen on (`--host`, `NAVD_HOST`).
     public var host = "127.0.0.1"
+    /// The port to listen on; 0 picks a free one (`--port`, `NAVD_PORT`).
     public var port = 8080
+    /// Sessions at once; more are refused with 503 (`--max-sessions`); nil for no limit.
     public var maxSessions: Int?
+    /// Open connections at once; more are refused with 503 (`--max-connections`); nil for no limit.
     public var maxConnections: Int?
     /// Events kept for resuming, and how large a session's state may grow.
     public var sessionLimits = SessionLimits()
@@ -15,13 +19,16 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var idleSessionTTL: Duration? = .seconds(3600)
     /// Browser pages allowed to call (`--cors-origin`, `--cors-headers`).
     public var cors = CORSPolicy()
+    /// How often an idle event stream gets a comment line, so proxies keep it open.
     public var heartbeatInterval: Duration = .seconds(15)
+    /// How long `?wait=true` waits for effects by default.
     public var waitTimeout: Duration = .seconds(10)
     /// After SIGTERM, how long `/readyz` answers 503 while everything is still served, so load
     /// balancers stop sending work before the drain.
     public var shutdownGrace: Duration = .zero
     /// `--check-health`: ask a running server's `/healthz` and exit, for container health checks.
     public var checkHealth = false
+    /// Whether each request is logged as a JSON line (`--log-requests`).
     public var logRequests = true
     /// How long a client may take to send a request's head (a slow-loris defence); not a flag.
     public var headerTimeout: Duration = .seconds(10)
@@ -43,6 +50,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         case postgres
     }
 
+    /// navd's defaults.
     public init() {}
 
     /// A setting that cannot be used; `navd` prints it and exits with code 2.
@@ -210,6 +218,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// What `parse` fills in when a host has no settings of its own.
     public struct NoSettings: Sendable {}
 
+    /// `--help` with the server's options only.
     public static var help: String { help(adding: [ConfigurationOption<NoSettings>]()) }
 
     /// `--help`: the server's options, then the host's.
@@ -245,10 +254,13 @@ public struct ServerConfiguration: Sendable, Equatable {
 /// One setting: a flag, optionally an environment variable, and how its value is applied.
 /// The server's own options are these; a host adds its own for its features' settings.
 public struct ConfigurationOption<Settings>: Sendable {
+    /// The flag (`--fact-timeout-ms`).
     public let flag: String
+    /// The environment variable that sets it too, if any.
     public let environment: String?
     /// The value's placeholder in `--help` (`MS`, `URL`).
     public let value: String
+    /// One line for `--help`.
     public let help: String
     let apply: @Sendable (inout Settings, String) throws(ServerConfiguration.Invalid) -> Void
 

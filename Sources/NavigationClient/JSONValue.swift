@@ -3,11 +3,17 @@ import Foundation
 /// A feature's field value as navd sends it. State is each feature's own shape, so the client
 /// keeps it as plain JSON; the tree around it (ids, slots, styles, alerts) is typed.
 public enum JSONValue: Sendable, Hashable, Codable {
+    /// `null`, or an absent optional.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// Any JSON number.
     case number(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object; an enum value is one with a single key, the case.
     case object([String: JSONValue])
 
     public init(from decoder: any Decoder) throws {
@@ -32,10 +38,13 @@ public enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 
+    /// The value at `key` of an object; nil otherwise.
     public subscript(key: String) -> JSONValue? {
         if case .object(let object) = self { object[key] } else { nil }
     }
 
+    /// The string, if it is one.
     public var stringValue: String? { if case .string(let value) = self { value } else { nil } }
+    /// The number, if it is a whole one.
     public var intValue: Int? { if case .number(let value) = self, let int = Int(exactly: value) { int } else { nil } }
 }

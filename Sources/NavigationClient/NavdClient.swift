@@ -5,7 +5,9 @@ import FoundationNetworking
 
 /// What a mutating endpoint answers: the session's version and the events the request caused.
 public struct MutationResult: Sendable, Hashable {
+    /// The session's version after the request.
     public var version: Int
+    /// The events the request caused, in order, with their event ids.
     public var events: [(id: Int, event: NavigationEvent)] { _events.map { ($0.id, $0.event) } }
     let _events: [Envelope]
 
@@ -14,18 +16,24 @@ public struct MutationResult: Sendable, Hashable {
 
 /// A session navd has just created: its token is shown only this once.
 public struct CreatedSession: Sendable, Hashable {
+    /// The session's id, which every later call names.
     public var id: String
+    /// The bearer token; navd keeps only its hash and never shows it again.
     public var token: String
+    /// The version the session starts at.
     public var version: Int
+    /// The tree derived from the initial state.
     public var navigation: NavigationNode
 }
 
 /// navd's HTTP API at `baseURL`. `createSession` needs no credentials; `session(id:token:)`
 /// gives the calls of one session.
 public struct NavdClient: Sendable {
+    /// Where navd listens, e.g. `http://127.0.0.1:8080`.
     public let baseURL: URL
     let urlSession: URLSession
 
+    /// - Parameter urlSession: the transport; tests and apps may pass one with their own configuration.
     public init(baseURL: URL, urlSession: URLSession = .shared) {
         self.baseURL = baseURL
         self.urlSession = urlSession
@@ -41,6 +49,7 @@ public struct NavdClient: Sendable {
         return CreatedSession(id: id, token: token, version: version, navigation: try Self.decode(NavigationNode.self, navigation))
     }
 
+    /// The calls of session `id`, authorized by `token`.
     public func session(id: String, token: String) -> SessionClient { SessionClient(client: self, id: id, token: token) }
 
     func send(_ method: String, path: String, query: [URLQueryItem] = [], body: JSONValue?, token: String?, ifMatch: Int?) async throws(NavdError) -> JSONValue {
@@ -81,17 +90,22 @@ public struct NavdClient: Sendable {
 /// The calls of one session. Every mutating call takes an optional `ifMatch` version: if the
 /// session moved on, navd answers 412 `version_mismatch` and changes nothing.
 public struct SessionClient: Sendable {
+    /// The client the calls go through.
     public let client: NavdClient
+    /// The session's id.
     public let id: String
     let token: String
 
     /// How a pop says what to remove.
     public enum Pop: Sendable, Hashable {
+        /// Removes this many elements from the end.
         case count(Int)
         /// Keeps this element on top.
         case to(String)
     }
 
+    /// `POST …/actions`: runs `action` on the feature instance `target` with `args`; with `wait`,
+    /// the answer also holds the events of the effects it started.
     public func perform(_ action: String, target: String = "root", args: [String: JSONValue]? = nil,
                         ifMatch: Int? = nil, wait: Bool = false) async throws(NavdError) -> MutationResult {
         var body: [String: JSONValue] = ["target": .string(target), "action": .string(action)]
@@ -99,6 +113,7 @@ public struct SessionClient: Sendable {
         return try await mutate("POST", "/actions", body: .object(body), ifMatch: ifMatch, wait: wait)
     }
 
+    /// `PUT …/features/{feature}/bindings/{name}`: sets a bindable field as the user typed it.
     public func bind(_ feature: String, _ name: String, to value: JSONValue, ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
         try await mutate("PUT", "/features/\(feature)/bindings/\(name)", body: value, ifMatch: ifMatch)
     }
@@ -109,6 +124,7 @@ public struct SessionClient: Sendable {
                          body: button.map { .object(["button": .string($0)]) }, ifMatch: ifMatch)
     }
 
+    /// `POST …/stacks/{stack}/pop`: the user went back.
     public func pop(_ stack: String, _ how: Pop = .count(1), ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
         let body: JSONValue = switch how {
         case .count(let count): .object(["count": .number(Double(count))])
@@ -117,6 +133,7 @@ public struct SessionClient: Sendable {
         return try await mutate("POST", "/stacks/\(stack)/pop", body: body, ifMatch: ifMatch)
     }
 
+    /// `POST …/features/{feature}/push`: pushes a path value onto the nearest stack enclosing `feature` that accepts it.
     public func push(_ value: JSONValue, from feature: String = "root", ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
         try await mutate("POST", "/features/\(feature)/push", body: .object(["value": value]), ifMatch: ifMatch)
     }

@@ -1,17 +1,29 @@
 /// A code of API.md's error body (`{"error":{"code",...}}`); `other` keeps codes this client
 /// does not know yet.
 public enum NavdErrorCode: Sendable, Hashable {
+    /// Malformed HTTP, JSON, body, `If-Match` or query (400).
     case badRequest, malformedJSON, missingBody, badIfMatch, badQuery
+    /// A missing or wrong token or ticket (401).
     case unauthorized
+    /// No such session (it ended), or no such endpoint (404).
     case sessionNotFound, notFound
+    /// A method the path does not answer (405), or a request that arrived too slowly (408).
     case methodNotAllowed, requestTimeout
+    /// The named presentation, feature, stack or element is no longer on screen (409).
     case notPresented, notOnScreen
+    /// `If-Match` named another version (412).
     case versionMismatch
+    /// A request past a size limit, or a body that is not JSON (413, 414, 415, 431).
     case payloadTooLarge, uriTooLong, unsupportedMediaType, headersTooLarge
+    /// Well-formed JSON the feature does not have: a field, feature, action, binding or button (422).
     case invalidRequest, unknownFeature, unknownAction, unknownBinding, readOnlyBinding, unknownButton
+    /// An argument, state, pop or push value that does not fit, or is too large (422).
     case invalidArgument, invalidState, invalidPop, notAccepted, stateTooLarge
+    /// The server cannot take the request now; retry later (503).
     case overCapacity, shuttingDown, storageUnavailable, notReady
+    /// A server fault (500).
     case internalError
+    /// A code this client does not know yet, as sent.
     case other(String)
 
     private static let known: [String: NavdErrorCode] = [
@@ -29,6 +41,7 @@ public enum NavdErrorCode: Sendable, Hashable {
         "internal_error": .internalError,
     ]
 
+    /// The case for a code as the server spells it (`session_not_found`).
     public init(_ code: String) { self = Self.known[code] ?? .other(code) }
 }
 
@@ -41,7 +54,9 @@ public enum NavdError: Error, Sendable, CustomStringConvertible {
     /// The answer was not what API.md promises.
     case invalidResponse(String)
 
+    /// The HTTP status of a server error; nil for transport and decoding failures.
     public var status: Int? { if case .server(let status, _, _) = self { status } else { nil } }
+    /// The error code of a server error; nil otherwise.
     public var code: NavdErrorCode? { if case .server(_, let code, _) = self { code } else { nil } }
 
     public var description: String {

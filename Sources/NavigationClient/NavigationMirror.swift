@@ -6,7 +6,9 @@ import FoundationNetworking
 
 /// Where a mirror's event stream stands.
 public enum ConnectionState: Sendable, Hashable {
+    /// Opening the stream (first, or after a back-off).
     case connecting
+    /// The stream is open and events arrive.
     case open
     /// The stream broke; the mirror waits out its back-off and resumes where it stopped.
     case reconnecting
@@ -24,6 +26,7 @@ public enum ConnectionState: Sendable, Hashable {
 public final class NavigationMirror {
     /// The tree as `GET …/navigation` returns it; nil until the first snapshot.
     public private(set) var tree: NavigationNode?
+    /// Where the event stream stands; a UI may show it.
     public private(set) var connection: ConnectionState = .connecting
     /// Why the mirror ended: `end`'s reason (`deleted`, `expired`, `shutdown`), `unauthorized`,
     /// `gone` or `stopped`.
@@ -35,14 +38,18 @@ public final class NavigationMirror {
 
     /// Back-off between reconnections: doubles from `initial` up to `maximum`, with jitter.
     public struct RetryPolicy: Sendable {
+        /// The first wait.
         public var initial: Duration
+        /// The longest wait.
         public var maximum: Duration
+        /// A policy with the given bounds.
         public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(10)) {
             self.initial = initial
             self.maximum = maximum
         }
     }
 
+    /// The session it mirrors.
     public let session: SessionClient
     private let retry: RetryPolicy
     private let idleTimeout: TimeInterval
@@ -51,6 +58,8 @@ public final class NavigationMirror {
     /// Called after each applied event with its id (tests and logs; the tree is what a UI reads).
     @ObservationIgnored public var onEvent: ((Int?, NavigationEvent) -> Void)?
 
+    /// - Parameter idleTimeout: seconds without a byte (navd sends a comment every 15 s) after which
+    /// the stream counts as broken and is reopened.
     public init(session: SessionClient, retry: RetryPolicy = RetryPolicy(), idleTimeout: TimeInterval = 45) {
         self.session = session
         self.retry = retry

@@ -1,33 +1,63 @@
 /// How a presented feature appears on screen (API.md, "The navigation tree").
 public enum PresentationStyle: String, Sendable, Hashable, Codable {
-    case alert, confirmationDialog, sheet, popover, fullScreenCover, drillDown
+    /// One case per style the contract names.
+    /// A modal alert with buttons.
+    case alert
+    /// A sheet of buttons from the bottom (an action sheet).
+    case confirmationDialog
+    /// A card over the owner, dismissed by a swipe down.
+    case sheet
+    /// A bubble pointing at a control (its `anchor`).
+    case popover
+    /// A modal screen covering everything.
+    case fullScreenCover
+    /// Pushed like a stack element, but driven by optional state.
+    case drillDown
 }
 
 /// An alert's or confirmation dialog's content.
 public struct AlertContent: Sendable, Hashable, Codable {
+    /// A button the user can tap to dismiss the alert.
     public struct Button: Sendable, Hashable, Codable {
-        public enum Role: String, Sendable, Hashable, Codable { case cancel, destructive }
+        /// How the button is drawn: a cancel button, or one that destroys something.
+        public enum Role: String, Sendable, Hashable, Codable {
+            /// Dismisses without doing anything.
+            case cancel
+            /// Destroys something (drawn in red).
+            case destructive
+        }
+        /// What the client sends back as `{"button": id}` to dismiss with this button.
         public var id: String
+        /// The text on the button.
         public var label: String
+        /// Its role; nil for a plain button.
         public var role: Role?
     }
+    /// The alert's title.
     public var title: String
+    /// The text under the title, if any.
     public var message: String?
+    /// The buttons, in order.
     public var buttons: [Button]
 }
 
 /// A navigation stack: its slot and its elements, bottom first.
 public struct NavigationStack: Sendable, Hashable, Codable {
+    /// The stack's id (`s1`), which `pop` names.
     public var id: String
+    /// The owner's stack slot (`path`).
     public var slot: String
+    /// The elements, bottom first.
     public var elements: [NavigationNode]
 
+    /// A stack as the tree holds it; elements default to none (as `present` and `push` announce stacks).
     public init(id: String, slot: String, elements: [NavigationNode] = []) {
         self.id = id
         self.slot = slot
         self.elements = elements
     }
 
+    /// Decodes a stack whose `elements` may be absent.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         id = try container.decode(String.self, forKey: .id)
@@ -39,17 +69,26 @@ public struct NavigationStack: Sendable, Hashable, Codable {
 /// One feature instance on screen: the root, a presentation or a stack element. Presentation
 /// fields (`slot`, `style`, `alert`, `anchor`) are nil for the root and for stack elements.
 public struct NavigationNode: Sendable, Hashable, Codable, Identifiable {
+    /// The instance id (`root`, `p4`, `e3`) actions, bindings and dismissals name.
     public var id: String
+    /// The screen's name, as `GET /features` lists it.
     public var feature: String
+    /// The owner's slot that presents it (`destination.fact`).
     public var slot: String?
+    /// How it is presented.
     public var style: PresentationStyle?
+    /// An alert's or dialog's content.
     public var alert: AlertContent?
+    /// The control a popover points at.
     public var anchor: String?
     /// The feature's own fields; child features appear as `presentations` and `stacks`.
     public var state: [String: JSONValue]
+    /// What this feature presents, in the order they appeared.
     public var presentations: [NavigationNode]
+    /// This feature's navigation stacks.
     public var stacks: [NavigationStack]
 
+    /// A node as the tree holds it; presentation fields default to nil, children to none.
     public init(id: String, feature: String, slot: String? = nil, style: PresentationStyle? = nil, alert: AlertContent? = nil,
                 anchor: String? = nil, state: [String: JSONValue] = [:], presentations: [NavigationNode] = [], stacks: [NavigationStack] = []) {
         self.id = id

@@ -2,6 +2,8 @@
 /// `snapshot` and the events after it equals `GET …/navigation` (API.md, invariant 8).
 /// Strict: an event that does not fit throws and leaves the tree as it was.
 public enum NavigationTree {
+    /// Applies one event to `tree` (a `snapshot` replaces it); throws, leaving it as it was,
+    /// when the event does not fit.
     public static func apply(_ event: NavigationEvent, to tree: inout NavigationNode?) throws(MirrorError) {
         if case .snapshot(_, let navigation) = event {
             try requireUnique(navigation)

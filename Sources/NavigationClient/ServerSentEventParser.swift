@@ -1,9 +1,13 @@
 /// One dispatched server-sent event.
 public struct ServerSentEvent: Sendable, Hashable {
+    /// The `id:` it carried, if any.
     public var id: String?
+    /// The `event:` name; `message` when none was sent.
     public var type: String
+    /// The `data:` lines, joined by newlines.
     public var data: String
 
+    /// An event as the parser dispatches it.
     public init(id: String?, type: String, data: String) {
         self.id = id
         self.type = type
@@ -26,8 +30,10 @@ public struct ServerSentEventParser: Sendable {
     /// A line longer than this is dropped: a hostile stream cannot grow memory without bound.
     public var maxLineBytes = 1 << 20
 
+    /// A parser at the start of a stream.
     public init() {}
 
+    /// Parses the next bytes of the stream and returns the events they complete.
     public mutating func feed(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
         for byte in bytes {

@@ -5,7 +5,8 @@
 /// navd) and SwiftPM embeds them into the binary at build time (`.embedInCode`), so the server
 /// needs no bundle, no file system and no build step of its own to serve them.
 /// `Resources/openapi.yaml` is a symbolic link to the repository's `openapi.yaml`, so the served
-/// document is always the committed one, never a copy that could drift.
+/// document is the committed one, never a copy that could drift; a server regenerates only its
+/// marked region from the features it hosts (the demo features' is what is committed).
 public struct WebAsset: Sendable {
     /// The URL path it is served at.
     public let path: String
@@ -14,7 +15,9 @@ public struct WebAsset: Sendable {
     /// A strong validator for `ETag`/`If-None-Match`: a hash of the bytes, quoted.
     public let entityTag: String
 
-    init(path: String, contentType: String, bytes: [UInt8]) {
+    /// A file served at `path`; a server that makes a file of its own (its OpenAPI document,
+    /// with its features' schemas) serves it like the built-in ones.
+    public init(path: String, contentType: String, bytes: [UInt8]) {
         self.path = path
         self.contentType = contentType
         self.bytes = bytes

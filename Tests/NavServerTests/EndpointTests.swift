@@ -42,6 +42,11 @@ import TestSupport
 
         #expect(try await client.request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
         #expect(try await client.get("/sessions/\(id)", token: token).status == 404)
+
+        // A `null` state is the defaults, as an absent one is.
+        let defaults = try await client.request("POST", "/sessions", json: #"{"feature":"counter","state":null}"#)
+        #expect(defaults.status == 201)
+        #expect(defaults.json["state"] == json(#"{"count":0,"factIsLoading":false,"destination":null}"#))
         await server.stop()
     }
 

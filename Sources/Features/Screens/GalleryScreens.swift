@@ -137,7 +137,7 @@ extension Screen where Subject == NestedModel {
 extension StateCodec where Value == GalleryStyle {
     static var galleryStyle: StateCodec<GalleryStyle> {
         let names = GalleryStyle.allCases.map(\.rawValue)
-        return StateCodec(typeName: "string", encode: { .string($0.rawValue) }) { json, path, _ throws(StateError) in
+        return StateCodec(schema: .string(allowed: names), encode: { .string($0.rawValue) }) { json, path, _ throws(StateError) in
             guard let style = json.stringValue.flatMap(GalleryStyle.init(rawValue:)) else {
                 throw StateError(path, "expected one of \(names.joined(separator: ", "))")
             }

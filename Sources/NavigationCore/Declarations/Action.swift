@@ -1,22 +1,32 @@
 /// Something a user does to a feature, named for the gesture: `incrementButtonTapped`.
 public struct Action<Subject>: Sendable {
+    /// Its name on the wire (`POST …/actions {"action": name}`), as `GET /features` lists it.
     public let name: String
+    /// The arguments it takes, checked before it runs.
     public let parameters: [Parameter]
     let run: @Sendable (inout Subject, Arguments) throws(StateError) -> Effect?
 
     /// An argument an action takes, as `GET /features` lists it.
     public struct Parameter: Sendable {
+        /// Its key in `args`.
         public let name: String
-        public let typeName: String
+        /// What its values look like, from its codec.
+        public let schema: StateSchema
+        /// The type as `GET /features` lists it.
+        public var typeName: String { schema.typeName }
         let validate: @Sendable (JSON, JSONPath) throws(StateError) -> Void
 
+        /// A string argument.
         public static func string(_ name: String) -> Parameter { Parameter(name, .string) }
+        /// An integer argument.
         public static func int(_ name: String) -> Parameter { Parameter(name, .int) }
+        /// A boolean argument.
         public static func bool(_ name: String) -> Parameter { Parameter(name, .bool) }
 
+        /// An argument of any codec's type, decoded and checked before the action runs.
         public init<Value>(_ name: String, _ codec: StateCodec<Value>) {
             self.name = name
-            self.typeName = codec.typeName
+            self.schema = codec.schema
             self.validate = { json, path throws(StateError) in _ = try codec.decode(json, path, nil) }
         }
     }
@@ -81,10 +91,12 @@ public struct Arguments: Sendable {
     let object: JSONObject
     let root: JSONPath
 
+    /// The argument `name`, decoded with `codec`.
     public func decode<Value>(_ name: String, _ codec: StateCodec<Value>) throws(StateError) -> Value {
         try codec.decode(object[name] ?? .null, path(name), nil)
     }
 
+    /// The string argument `name`.
     public func string(_ name: String) throws(StateError) -> String { try decode(name, .string) }
 
     /// The path of an argument, for rejecting a value that does not fit the current state.
@@ -95,6 +107,7 @@ public struct Arguments: Sendable {
 public struct Effect {
     let operation: () async -> Void
 
+    /// Work to run on the session's executor once the action's transaction is over.
     public init(_ operation: @escaping () async -> Void) {
         self.operation = operation
     }

@@ -4,8 +4,12 @@
 /// (a destination, a path); the second kind appears in the navigation tree as child nodes, not in
 /// the node's `state`, but both are part of the feature's full encoded state.
 public struct Field<Subject>: Sendable {
+    /// Its key in the state's JSON.
     public let name: String
-    public let typeName: String
+    /// What its values look like, from its codec.
+    public let schema: StateSchema
+    /// The type as `GET /features` lists it.
+    public var typeName: String { schema.typeName }
     /// Clients may write it through `PUT …/bindings/{name}` (a text field, a toggle).
     public let isBindable: Bool
     /// Holds child features, which the tree shows as presentations or stack elements.
@@ -38,13 +42,13 @@ public struct Field<Subject>: Sendable {
 
     init(
         name: String,
-        typeName: String,
+        schema: StateSchema,
         encode: @escaping @Sendable (Subject) -> JSON,
         assign: @escaping @Sendable (inout Subject, JSON, JSONPath) throws(StateError) -> Void,
         reset: @escaping @Sendable (inout Subject, Subject) -> Void
     ) {
         self.name = name
-        self.typeName = typeName
+        self.schema = schema
         self.isBindable = false
         self.holdsChildren = false
         self.encode = encode
@@ -60,7 +64,7 @@ public struct Field<Subject>: Sendable {
         holdsChildren: Bool
     ) {
         self.name = name
-        self.typeName = codec.typeName
+        self.schema = codec.schema
         self.isBindable = isBindable
         self.holdsChildren = holdsChildren
         self.encode = { subject in codec.encode(subject[keyPath: keyPath]) }

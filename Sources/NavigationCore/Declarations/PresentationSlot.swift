@@ -3,6 +3,7 @@
 public struct PresentationSlot<Owner>: Sendable {
     /// As clients see it: `destination.fact`, `forgetAlert`.
     public let name: String
+    /// How the child is presented.
     public let style: PresentationStyle
     /// The presented feature's screen, so the catalog can be derived by walking the declarations.
     public let screen: any DescribableScreen

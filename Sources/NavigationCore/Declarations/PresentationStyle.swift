@@ -1,14 +1,29 @@
 /// How a client shows a presented feature. Models never know it; screens declare it.
 public enum PresentationStyle: String, Sendable, CaseIterable {
-    case alert, confirmationDialog, sheet, popover, fullScreenCover, drillDown
+    /// A modal alert with buttons.
+    case alert
+    /// A sheet of buttons from the bottom (an action sheet).
+    case confirmationDialog
+    /// A card over the owner, dismissed by a swipe down.
+    case sheet
+    /// A bubble pointing at a control (its `anchor`).
+    case popover
+    /// A modal screen covering everything.
+    case fullScreenCover
+    /// Pushed like a stack element, but driven by optional state.
+    case drillDown
 }
 
 /// The content of an alert or confirmation dialog, derived from its owner's state.
 public struct AlertContent: Sendable, Equatable {
+    /// The title.
     public var title: String
+    /// The text under the title, if any.
     public var message: String?
+    /// The buttons, in order.
     public var buttons: [AlertButton]
 
+    /// Content with a title, an optional message and its buttons.
     public init(title: String, message: String? = nil, buttons: [AlertButton]) {
         self.title = title
         self.message = message
@@ -24,16 +39,26 @@ public struct AlertContent: Sendable, Equatable {
     }
 }
 
+/// A button of an alert or confirmation dialog; tapping it dismisses the alert.
 public struct AlertButton: Sendable, Equatable {
-    public enum Role: String, Sendable { case cancel, destructive }
+    /// How clients draw it.
+    public enum Role: String, Sendable {
+        /// Dismisses without doing anything.
+        case cancel
+        /// Destroys something (drawn in red).
+        case destructive
+    }
 
     /// The lowercased label, which clients send back as `{"button": id}`.
     public var id: String { label.lowercased() }
+    /// The text on the button.
     public var label: String
+    /// Its role; nil for a plain button.
     public var role: Role?
     /// The owner's action this button sends before the alert is dismissed.
     public var action: String?
 
+    /// A button that only dismisses.
     public init(_ label: String, role: Role? = nil) {
         self.label = label
         self.role = role

@@ -4,9 +4,12 @@
 /// A screen is built once, when the catalog is assembled, and never changes afterwards. It is a
 /// class so that a feature can present itself recursively (a child of the same kind).
 public final class Screen<Subject>: Sendable {
+    /// The feature's name on the wire: `GET /features`, nodes' `feature`, `POST /sessions`.
     public let name: String
+    /// A feature in its default state.
     public let make: @Sendable () -> Subject
     // Written once, at the end of `init`, before the screen can be shared.
+    /// Its declarations.
     nonisolated(unsafe) public private(set) var body: ScreenBody<Subject>
 
     /// - Parameters:
@@ -23,6 +26,8 @@ public final class Screen<Subject>: Sendable {
         self.body = body(self)
     }
 
+    /// A screen from its declarations: its fields, actions, presentation and stack slots, and
+    /// what a restored session does about the effects that were running (`settle`).
     public convenience init(
         _ name: String,
         make: @escaping @Sendable () -> Subject,
@@ -39,7 +44,7 @@ public final class Screen<Subject>: Sendable {
 
     /// The feature's full state, children included; missing fields take their defaults.
     public var codec: StateCodec<Subject> {
-        StateCodec(typeName: name, encode: { [self] subject in encode(subject) }) { [self] json, path, existing throws(StateError) in
+        StateCodec(schema: .feature(self), encode: { [self] subject in encode(subject) }) { [self] json, path, existing throws(StateError) in
             try decode(json, at: path, into: existing)
         }
     }
@@ -76,9 +81,13 @@ public final class Screen<Subject>: Sendable {
 
 /// The declarations a screen is made of.
 public struct ScreenBody<Subject>: Sendable {
+    /// The state's fields, in the order the state encodes them.
     public var fields: [Field<Subject>]
+    /// What its controls send.
     public var actions: [Action<Subject>]
+    /// Where it presents children, and how.
     public var presentations: [PresentationSlot<Subject>]
+    /// Its navigation stacks.
     public var stacks: [StackSlot<Subject>]
     /// What a session restored after a restart does about the effects that were running: they
     /// did not survive the process. It runs on every feature on screen. Work that is over
@@ -89,6 +98,7 @@ public struct ScreenBody<Subject>: Sendable {
     /// Codes the whole value at once where field by field would repeat the work (`Screen.value`).
     var wholeValue: WholeValueCoding<Subject>?
 
+    /// Declarations, each list empty unless given.
     public init(
         fields: [Field<Subject>] = [],
         actions: [Action<Subject>] = [],

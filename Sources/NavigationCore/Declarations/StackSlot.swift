@@ -7,6 +7,7 @@ import Darwin
 /// An array in a feature's state shown as a navigation stack: one screen per element, pushed
 /// and popped as the array grows and shrinks.
 public struct StackSlot<Owner>: Sendable {
+    /// Its slot name, as nodes' stacks and `GET /features` show it (`path`).
     public let name: String
     /// The cases of path value this stack accepts from a push, as `GET /features` lists them.
     public let accepts: [String]
@@ -102,6 +103,7 @@ struct ElementFingerprint {
 public struct StackElement {
     let makeFeature: () -> any AnyLiveFeature
 
+    /// An element holding `model`, shown by `screen`.
     public init<Model: AnyObject>(_ model: Model, _ screen: Screen<Model>) {
         makeFeature = { LiveFeature(screen, access: .model(model)) }
     }

@@ -16,7 +16,7 @@ extension Screen where Subject: Codable & Sendable {
             preconditionFailure("\(name): a value screen's type must encode as a JSON object")
         }
         let fields = defaults.pairs.map { key, value in
-            refinements.first { $0.name == key } ?? Field.coded(key, typeName: value.stateTypeName)
+            refinements.first { $0.name == key } ?? Field.coded(key, schema: value.stateSchema)
         }
         let refined = refinements.filter { refinement in defaults.keys.contains(refinement.name) }
         let whole = WholeValueCoding<Subject>(
@@ -44,8 +44,8 @@ extension Screen where Subject: Codable & Sendable {
 
 extension Field where Subject: Codable & Sendable {
     /// One key of a `Codable` value: read from and written into the value's encoding.
-    static func coded(_ name: String, typeName: String) -> Field {
-        Field(name: name, typeName: typeName,
+    static func coded(_ name: String, schema: StateSchema) -> Field {
+        Field(name: name, schema: schema,
               encode: { subject in JSONCoding.encode(subject)[name] ?? .null },
               assign: { subject, json, path throws(StateError) in
                   guard case .object(var object) = JSONCoding.encode(subject) else { return }
@@ -62,13 +62,17 @@ extension Field where Subject: Codable & Sendable {
 }
 
 extension JSON {
-    /// The type `GET /features` shows for a value like this one, as the state codecs name theirs.
-    fileprivate var stateTypeName: String {
+    /// The schema of a value like this one, as the state codecs declare theirs.
+    fileprivate var stateSchema: StateSchema {
         switch self {
-        case .int: "integer"
+        case .int: .integer
+        case .double: .number(nil)
+        case .bool: .boolean
+        case .string: .string(allowed: nil)
+        case .array: .anyArray
+        case .object: .anyObject
         // An optional whose default is `nil`: its type is not known from the value.
-        case .null: "any?"
-        default: typeName
+        case .null: .optional(.any)
         }
     }
 }

@@ -2,10 +2,13 @@
 public struct FeatureCatalog: Sendable {
     /// A feature a session can have at its root.
     public struct Host: Sendable {
+        /// The feature's name, as `POST /sessions` names it.
         public let name: String
-        let screen: any DescribableScreen
+        /// Its screen, where a walk of the declarations starts.
+        public let screen: any DescribableScreen
         let makeRoot: @Sendable (JSON?) throws(StateError) -> any AnyLiveFeature
 
+        /// A feature sessions can start with, shown by `screen`.
         public init<Model: AnyObject>(_ screen: Screen<Model>) {
             name = screen.name
             self.screen = screen
@@ -17,7 +20,11 @@ public struct FeatureCatalog: Sendable {
         }
     }
 
+    /// The features a session can have at its root.
     public let hosts: [Host]
+    /// Every screen that can appear, hostable or only ever presented, found by walking the
+    /// declarations from the hosts: what `GET /features` lists and the contract describes.
+    public let screens: [any DescribableScreen]
     /// `GET /features`: every screen that can appear, hostable or only ever presented.
     public let description: JSON
 
@@ -35,6 +42,7 @@ public struct FeatureCatalog: Sendable {
             screens.append(screen)
             pending += screen.children
         }
+        self.screens = screens
         description = .object(JSONObject([("features", .array(screens.map { $0.describe(hostable: hostNames.contains($0.name)) }))]))
     }
 
@@ -69,15 +77,24 @@ public struct FeatureCatalog: Sendable {
 
 /// A screen that can describe itself for `GET /features`, whatever its subject.
 public protocol DescribableScreen: Sendable {
+    /// The feature's name.
     var name: String { get }
     /// The screens this one can present or push.
     var children: [any DescribableScreen] { get }
+    /// Its state's fields in order, with what their values look like and whether they hold
+    /// child features (shown as nodes, not in a node's `state`), for a typed contract.
+    var stateFields: [(name: String, schema: StateSchema, holdsChildren: Bool)] { get }
+    /// Its entry in `GET /features`.
     func describe(hostable: Bool) -> JSON
 }
 
 extension Screen: DescribableScreen {
     public var children: [any DescribableScreen] {
         body.presentations.map(\.screen) + body.stacks.flatMap(\.screens)
+    }
+
+    public var stateFields: [(name: String, schema: StateSchema, holdsChildren: Bool)] {
+        body.fields.map { ($0.name, $0.schema, $0.holdsChildren) }
     }
 
     public func describe(hostable: Bool) -> JSON {

@@ -2,14 +2,21 @@
 public enum NavigationError: Error, Sendable, Equatable {
     /// The named feature, presentation, stack or element is not on screen (anymore): a stale target.
     case notOnScreen(kind: String, id: String)
+    /// `POST /sessions` named a feature the catalog does not host.
     case unknownFeature(String)
+    /// The feature has no action of that name.
     case unknownAction(feature: String, action: String)
+    /// The feature has no field of that name.
     case unknownBinding(feature: String, name: String)
+    /// The field exists but clients may not write it.
     case readOnlyBinding(feature: String, name: String)
+    /// The presentation has no button of that id.
     case unknownButton(presentation: String, button: String)
     /// An argument, binding value, push value or state that does not decode; names the JSON path.
     case invalidArgument(StateError)
+    /// A state (a deep link) that does not decode; names the JSON path.
     case invalidState(StateError)
+    /// A pop count outside 1…depth.
     case invalidPop(String)
     /// The request would grow the session past one of its `SessionLimits`.
     case tooLarge(StateError)
@@ -23,8 +30,20 @@ public enum NavigationError: Error, Sendable, Equatable {
     case versionMismatch(expected: Int, current: Int)
 
     /// How a transport should classify the refusal.
-    public enum Kind: Sendable { case conflict, invalid, preconditionFailed, gone, unavailable }
+    public enum Kind: Sendable {
+        /// A stale target (409).
+        case conflict
+        /// Input that does not fit (422).
+        case invalid
+        /// A version precondition that failed (412).
+        case preconditionFailed
+        /// The session is gone (404).
+        case gone
+        /// The server cannot take it now (503).
+        case unavailable
+    }
 
+    /// Its class, for the transport's status.
     public var kind: Kind {
         switch self {
         case .notOnScreen: .conflict
@@ -55,6 +74,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         }
     }
 
+    /// What went wrong, for people.
     public var message: String {
         switch self {
         case .notOnScreen(let kind, let id): "\(kind) \(id) is not on screen"

@@ -1,16 +1,34 @@
 /// One event of a session's stream. Its JSON is encoded once, when it happens, and shared by
 /// every subscriber and response that carries it.
 public struct NavigationEvent: Sendable {
+    /// The SSE `event:` name.
     public enum Kind: String, Sendable {
-        case snapshot, present, dismiss, push, pop, state, end
+        /// The whole tree.
+        case snapshot
+        /// A feature was presented.
+        case present
+        /// A presentation went away.
+        case dismiss
+        /// An element was pushed.
+        case push
+        /// Elements were popped.
+        case pop
+        /// A feature's own fields changed.
+        case state
+        /// The session ended.
+        case end
     }
 
     /// The session's event sequence number: strictly increasing, the SSE `id:`.
     public let sequence: Int
+    /// Its type.
     public let kind: Kind
+    /// Its `data:` JSON.
     public let data: JSON
+    /// `data` encoded once, shared by every stream and answer that carries it.
     public let encodedData: [UInt8]
 
+    /// An event, its data encoded now.
     public init(sequence: Int, kind: Kind, data: JSON) {
         self.sequence = sequence
         self.kind = kind

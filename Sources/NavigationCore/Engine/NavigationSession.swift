@@ -7,7 +7,9 @@ import Synchronization
 /// effects changed meanwhile, then checks its target against the fresh tree, changes state and
 /// reconciles, emitting one contiguous batch.
 public actor NavigationSession {
+    /// The root feature's name.
     public nonisolated let feature: String
+    /// Goes up by one with every transaction that emits events.
     public private(set) var version = 0
     private var lastSequence = 0
     private var reconciler: Reconciler
@@ -20,6 +22,7 @@ public actor NavigationSession {
     private var effectWaiters: [Int: [Wakeup]] = [:]
     private var endEvent: NavigationEvent?
     private var nextEffectID = 0
+    /// The bounds every request is checked against.
     public nonisolated let limits: SessionLimits
     private var durability: Durability?
     /// Failed writes so far: an outcome made before one was undone by it.
@@ -100,7 +103,9 @@ public actor NavigationSession {
 
     /// What a request changed.
     public struct Outcome: Sendable {
+        /// The session's version after the request.
         public let version: Int
+        /// The events the request caused, in order.
         public let events: [NavigationEvent]
         let effect: Int?
         let sequenceBefore: Int
@@ -113,7 +118,9 @@ public actor NavigationSession {
 
     /// How a new subscriber starts: the events it missed, or a snapshot of the whole tree.
     public enum Start: Sendable {
+        /// The events after the subscriber's last one, in order.
         case resume([NavigationEvent])
+        /// The whole tree, as a `snapshot` event.
         case snapshot(NavigationEvent)
         /// The session has ended; here is its `end` event.
         case ended(NavigationEvent)
@@ -126,6 +133,7 @@ public actor NavigationSession {
 
     // MARK: - Reading
 
+    /// The current tree, after publishing what effects changed meanwhile (rule 8).
     public func navigation() -> JSON {
         flush()
         return reconciler.root.json
@@ -179,6 +187,7 @@ public actor NavigationSession {
 
     // MARK: - Requests
 
+    /// A user action on the feature instance `target`, with its arguments checked against the declaration.
     public func perform(target: String, action: String, arguments: JSON?, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
         if let arguments { try measure(arguments, at: JSONPath("args")) }
         return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
@@ -186,6 +195,7 @@ public actor NavigationSession {
         }
     }
 
+    /// A binding write: sets a bindable field of `target` as the user typed it.
     public func bind(target: String, field: String, value: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
         try measure(value, at: JSONPath("body"))
         return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
@@ -217,7 +227,9 @@ public actor NavigationSession {
         }
     }
 
+    /// What a user's pop removes.
     public enum PopRequest: Sendable {
+        /// This many elements from the end.
         case count(Int)
         /// Keeps this element on top.
         case to(String)
@@ -281,6 +293,7 @@ public actor NavigationSession {
         return outcome
     }
 
+    /// A deep link into the running session: replaces the root's state; only the difference is emitted (rule 7).
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
         try measure(state, at: JSONPath("state"))
         return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in

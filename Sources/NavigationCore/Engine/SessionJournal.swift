@@ -17,6 +17,7 @@ public protocol SessionJournal: Sendable {
 
 /// A session whole at one moment: enough to rebuild it with the same tree, ids and counters.
 public struct DurableSession: Sendable, Equatable {
+    /// The session's version.
     public var version: Int
     /// The last event id issued.
     public var lastSequence: Int
@@ -27,6 +28,7 @@ public struct DurableSession: Sendable, Equatable {
     /// The navigation tree clients hold.
     public var navigation: JSON
 
+    /// A session whole, as a journal stores it.
     public init(version: Int, lastSequence: Int, nextSerial: Int, state: JSON, navigation: JSON) {
         self.version = version
         self.lastSequence = lastSequence
@@ -69,15 +71,20 @@ public struct DurableSession: Sendable, Equatable {
 /// One batch of a session: its events, how the state changed, and now and then the session
 /// whole, after which earlier entries are no longer needed.
 public struct JournalEntry: Sendable {
+    /// The session's version after this batch.
     public let version: Int
+    /// The last event id after this batch.
     public let lastSequence: Int
+    /// The next id serial after this batch.
     public let nextSerial: Int
+    /// The batch's events, in order.
     public let events: [NavigationEvent]
     /// JSON Patch from the state before this batch to the state after it.
     public let statePatch: JSON
     /// The session after this batch, whole; set every so often.
     public let snapshot: DurableSession?
 
+    /// A batch as the session hands it to its journal.
     public init(version: Int, lastSequence: Int, nextSerial: Int, events: [NavigationEvent], statePatch: JSON, snapshot: DurableSession?) {
         self.version = version
         self.lastSequence = lastSequence
@@ -91,5 +98,6 @@ public struct JournalEntry: Sendable {
 /// A stored session that cannot be brought back as it was.
 public struct RecoveryError: Error, Sendable, CustomStringConvertible {
     public let description: String
+    /// A recovery failure, described for the log.
     public init(description: String) { self.description = description }
 }

@@ -16,6 +16,7 @@ public struct SessionLimits: Sendable, Equatable {
     /// UTF-8 bytes of any one string in state.
     public var maxStringBytes: Int
 
+    /// Limits with navd's defaults unless given.
     public init(
         eventBufferCount: Int = 1024,
         eventBufferBytes: Int = 8 << 20,

@@ -3,12 +3,19 @@
 /// Objects keep their keys in insertion order so that what the server writes reads in the
 /// order features declare their fields; equality ignores that order, as JSON does.
 public enum JSON: Sendable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number written without fraction or exponent that fits an `Int`.
     case int(Int)
+    /// Any other number.
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSON])
+    /// An object, its keys in order.
     case object(JSONObject)
 }
 
@@ -41,31 +48,37 @@ extension JSON {
         }
     }
 
+    /// The value at `key` of an object; nil otherwise.
     public subscript(key: String) -> JSON? {
         if case .object(let object) = self { return object[key] }
         return nil
     }
 
+    /// The element at `index` of an array; nil otherwise.
     public subscript(index: Int) -> JSON? {
         if case .array(let array) = self, array.indices.contains(index) { return array[index] }
         return nil
     }
 
+    /// The object, if it is one.
     public var objectValue: JSONObject? {
         if case .object(let object) = self { return object }
         return nil
     }
 
+    /// The array, if it is one.
     public var arrayValue: [JSON]? {
         if case .array(let array) = self { return array }
         return nil
     }
 
+    /// The string, if it is one.
     public var stringValue: String? {
         if case .string(let string) = self { return string }
         return nil
     }
 
+    /// The number, if it is a whole one.
     public var intValue: Int? {
         switch self {
         case .int(let value): return value
@@ -91,20 +104,27 @@ extension JSON: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
 ///
 /// Feature states are small, so a linear scan beats hashing here and keeps the order.
 public struct JSONObject: Sendable, Equatable {
+    /// The key/value pairs, in insertion order.
     public private(set) var pairs: [(key: String, value: JSON)]
 
+    /// An empty object.
     public init() { pairs = [] }
 
+    /// An object of `pairs`; a repeated key keeps its first place and its last value.
     public init(_ pairs: [(String, JSON)]) {
         self.pairs = []
         self.pairs.reserveCapacity(pairs.count)
         for (key, value) in pairs { self[key] = value }
     }
 
+    /// The number of keys.
     public var count: Int { pairs.count }
+    /// Whether it has no keys.
     public var isEmpty: Bool { pairs.isEmpty }
+    /// The keys, in order.
     public var keys: [String] { pairs.map(\.key) }
 
+    /// The value at `key`; setting `nil` removes the key, a new key goes at the end.
     public subscript(key: String) -> JSON? {
         get {
             for pair in pairs where pair.key == key { return pair.value }

@@ -1,6 +1,8 @@
 /// Why a request body is not JSON, with the byte offset where parsing stopped.
 public struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The byte offset where parsing stopped.
     public let offset: Int
+    /// What was wrong there.
     public let reason: String
     public var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }
@@ -9,12 +11,14 @@ public struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertib
 ///
 /// Bodies come straight off the socket, so it validates UTF-8, bounds nesting depth and never traps.
 public struct JSONParser {
+    /// Nesting deeper than this is refused: a hostile body cannot exhaust the stack.
     public static let maximumDepth = 256
 
     private let bytes: [UInt8]
     private var index = 0
     private var depth = 0
 
+    /// Parses one JSON value that is all of `bytes` (whitespace aside).
     public static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSON {
         var parser = JSONParser(bytes: bytes)
         parser.skipWhitespace()
@@ -24,6 +28,7 @@ public struct JSONParser {
         return value
     }
 
+    /// Parses one JSON value that is all of `text`.
     public static func parse(_ text: String) throws(JSONSyntaxError) -> JSON {
         try parse(Array(text.utf8))
     }

@@ -5,6 +5,7 @@
 /// diff keeps what is unchanged: an object is diffed key by key, and an array that grew or
 /// shrank at its end (a path pushed or popped) by its common part plus the tail.
 public enum JSONPatch {
+    /// A patch that does not apply to the document it was given.
     public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
         public let description: String
     }

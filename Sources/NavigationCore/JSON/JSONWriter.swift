@@ -1,5 +1,6 @@
 /// Serializes JSON to UTF-8 bytes, compactly.
 public enum JSONWriter {
+    /// `value` as compact UTF-8 JSON.
     public static func bytes(_ value: JSON) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64)
@@ -7,10 +8,12 @@ public enum JSONWriter {
         return out
     }
 
+    /// `value` as compact JSON text.
     public static func string(_ value: JSON) -> String {
         String(decoding: bytes(value), as: UTF8.self)
     }
 
+    /// Appends `value` to `out`, for writers that assemble a larger answer.
     public static func write(_ value: JSON, into out: inout [UInt8]) {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
@@ -47,6 +50,7 @@ public enum JSONWriter {
         }
     }
 
+    /// Appends a decimal integer without allocating a `String`.
     public static func writeInt(_ number: Int, into out: inout [UInt8]) {
         if number == 0 {
             out.append(UInt8(ascii: "0"))
@@ -74,6 +78,7 @@ public enum JSONWriter {
         }
     }
 
+    /// Appends a quoted, escaped JSON string.
     public static func writeString(_ text: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for byte in text.utf8 {

@@ -1,7 +1,8 @@
 /// One case of an enum with an associated value, as a single-key JSON object: `{"fact":{"value":"…"}}`.
 public struct EnumCase<Enum>: Sendable {
+    /// The case's name: the single key of its JSON object.
     public let name: String
-    let payloadTypeName: String
+    let payloadSchema: StateSchema
     let extractJSON: @Sendable (Enum) -> JSON?
     let decodePayload: @Sendable (JSON, JSONPath, Enum?) throws(StateError) -> Enum
 
@@ -15,7 +16,7 @@ public struct EnumCase<Enum>: Sendable {
         extract: @escaping @Sendable (Enum) -> Payload?
     ) {
         self.name = name
-        self.payloadTypeName = payload.typeName
+        self.payloadSchema = payload.schema
         self.extractJSON = { value in extract(value).map(payload.encode) }
         self.decodePayload = { json, path, existing throws(StateError) in
             embed(try payload.decode(json, path, existing.flatMap(extract)))
@@ -27,7 +28,7 @@ extension StateCodec {
     /// An enum encoded as an object with exactly one key, the case name.
     public static func oneOf(_ typeName: String, _ cases: [EnumCase<Value>]) -> StateCodec {
         let names = cases.map(\.name).joined(separator: ", ")
-        return StateCodec(typeName: typeName, encode: { value in
+        return StateCodec(schema: .oneOf(typeName, cases: cases.map { ($0.name, $0.payloadSchema) }), encode: { value in
             for enumCase in cases {
                 if let payload = enumCase.extractJSON(value) { return .object(JSONObject([(enumCase.name, payload)])) }
             }

@@ -2,14 +2,17 @@
 public struct JSONPath: Sendable, Equatable, CustomStringConvertible {
     public private(set) var description: String
 
+    /// A path at `root` (`state`, `args`).
     public init(_ root: String) { description = root }
 
+    /// The path of an object's key.
     public func appending(_ key: String) -> JSONPath {
         var path = self
         path.description += description.isEmpty ? key : "." + key
         return path
     }
 
+    /// The path of an array's element.
     public func appending(index: Int) -> JSONPath {
         var path = self
         path.description += "[\(index)]"

@@ -5,45 +5,58 @@
 /// in place, so decoding a deep link into a running session updates models where they already are
 /// instead of replacing them, and the reconciler sees only the difference.
 public struct StateCodec<Value>: Sendable {
-    /// The type as `GET /features` lists it: `integer`, `string?`, `[Path]`, `Network`.
-    public let typeName: String
+    /// What the values look like, for `GET /features` and the typed contract.
+    public let schema: StateSchema
+    /// The value as JSON.
     public let encode: @Sendable (Value) -> JSON
+    /// The value from JSON at a path (for errors), given the value now in place.
     public let decode: @Sendable (JSON, JSONPath, Value?) throws(StateError) -> Value
 
+    /// The type as `GET /features` lists it: `integer`, `string?`, `[Path]`, `Network`.
+    public var typeName: String { schema.typeName }
+
+    /// - Parameters:
+    ///   - schema: what `decode` accepts; a contract generated from it must not promise more.
+    ///   - encode: the value as JSON.
+    ///   - decode: the value from JSON at a path (for errors), given the value now in place.
     public init(
-        typeName: String,
+        schema: StateSchema,
         encode: @escaping @Sendable (Value) -> JSON,
         decode: @escaping @Sendable (JSON, JSONPath, Value?) throws(StateError) -> Value
     ) {
-        self.typeName = typeName
+        self.schema = schema
         self.encode = encode
         self.decode = decode
     }
 }
 
 extension StateCodec where Value == Int {
-    public static let int = StateCodec(typeName: "integer", encode: { .int($0) }) { json, path, _ throws(StateError) in
+    /// An `Int`, from a JSON integer.
+    public static let int = StateCodec(schema: .integer, encode: { .int($0) }) { json, path, _ throws(StateError) in
         guard case .int(let value) = json else { throw .typeMismatch(path, expected: "an integer", found: json) }
         return value
     }
 }
 
 extension StateCodec where Value == Bool {
-    public static let bool = StateCodec(typeName: "boolean", encode: { .bool($0) }) { json, path, _ throws(StateError) in
+    /// A `Bool`.
+    public static let bool = StateCodec(schema: .boolean, encode: { .bool($0) }) { json, path, _ throws(StateError) in
         guard case .bool(let value) = json else { throw .typeMismatch(path, expected: "a boolean", found: json) }
         return value
     }
 }
 
 extension StateCodec where Value == String {
-    public static let string = StateCodec(typeName: "string", encode: { .string($0) }) { json, path, _ throws(StateError) in
+    /// A `String`.
+    public static let string = StateCodec(schema: .string(allowed: nil), encode: { .string($0) }) { json, path, _ throws(StateError) in
         guard case .string(let value) = json else { throw .typeMismatch(path, expected: "a string", found: json) }
         return value
     }
 }
 
 extension StateCodec where Value == Double {
-    public static let double = StateCodec(typeName: "number", encode: { .double($0) }) { json, path, _ throws(StateError) in
+    /// A `Double`, from any JSON number.
+    public static let double = StateCodec(schema: .number(nil), encode: { .double($0) }) { json, path, _ throws(StateError) in
         switch json {
         case .double(let value): return value
         case .int(let value): return Double(value)
@@ -53,7 +66,7 @@ extension StateCodec where Value == Double {
 
     /// A number within `range`, such as a signal strength from 0 to 1.
     public static func double(in range: ClosedRange<Double>) -> StateCodec {
-        StateCodec(typeName: "number", encode: { .double($0) }) { json, path, existing throws(StateError) in
+        StateCodec(schema: .number(range), encode: { .double($0) }) { json, path, existing throws(StateError) in
             let value = try StateCodec.double.decode(json, path, existing)
             guard range.contains(value) else {
                 throw StateError(path, "must be between \(range.lowerBound) and \(range.upperBound)")
@@ -66,7 +79,7 @@ extension StateCodec where Value == Double {
 extension StateCodec {
     /// `null` or absent is `nil`.
     public static func optional<Wrapped>(_ wrapped: StateCodec<Wrapped>) -> StateCodec<Wrapped?> where Value == Wrapped? {
-        StateCodec<Wrapped?>(typeName: wrapped.typeName + "?", encode: { $0.map(wrapped.encode) ?? .null }) {
+        StateCodec<Wrapped?>(schema: .optional(wrapped.schema), encode: { $0.map(wrapped.encode) ?? .null }) {
             json, path, existing throws(StateError) in
             if case .null = json { return nil }
             return try wrapped.decode(json, path, existing ?? nil)
@@ -75,7 +88,7 @@ extension StateCodec {
 
     /// Elements decode against the element at the same index, so a path keeps its models.
     public static func array<Element>(_ element: StateCodec<Element>) -> StateCodec<[Element]> where Value == [Element] {
-        StateCodec<[Element]>(typeName: "[\(element.typeName)]", encode: { .array($0.map(element.encode)) }) {
+        StateCodec<[Element]>(schema: .array(element.schema), encode: { .array($0.map(element.encode)) }) {
             json, path, existing throws(StateError) in
             guard case .array(let items) = json else { throw .typeMismatch(path, expected: "an array", found: json) }
             var result: [Element] = []
