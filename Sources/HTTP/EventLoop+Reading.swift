@@ -57,6 +57,9 @@ extension EventLoop {
                         index += 2
                     }
                     if index == bytes.count { return index }
+                    // A CR at the very end may be half of such a line, its LF in the next read:
+                    // kept back unscanned, or the scanner would take it for an empty request line.
+                    if index + 1 == bytes.count && bytes[index] == ASCII.cr { return index }
                     connection.phaseStart = now
                 }
                 let head = UnsafeRawBufferPointer(rebasing: bytes[index...])
