@@ -35,6 +35,7 @@ final class Connection: @unchecked Sendable {
     var output = ByteQueue()
     var closeAfterOutput = false
     var stream: EventStream?
+    /// The stream waits for a writable report: its socket was full, or it spent its write budget.
     var streamBlocked = false
     /// When the application's close() of the stream was first seen (0: not yet).
     var streamCloseStart: Int64 = 0
