@@ -44,15 +44,15 @@ extension EventLoop {
                 closeDescriptor(fd)
                 continue
             }
+            let peer = PeerAddress(storage)
             let open = shared.openConnections.add(1, ordering: .relaxed).newValue
             if let limit = settings.maxConnections, open > limit {
-                refuseOverCapacity(fd)
+                refuseOverCapacity(fd, peer: peer)
                 shared.openConnections.subtract(1, ordering: .relaxed)
                 continue
             }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let peer = PeerAddress(storage)
             let target = peers.isEmpty ? self : peers[shared.nextLoop.add(1, ordering: .relaxed).newValue % peers.count]
             if target === self {
                 adopt(fd: fd, peer: peer)
@@ -73,12 +73,12 @@ extension EventLoop {
 
     /// Writes the 503 straight away without reading the request, then closes. Input that
     /// already arrived is drained first so the close does not reset the connection.
-    private func refuseOverCapacity(_ fd: Int32) {
+    private func refuseOverCapacity(_ fd: Int32, peer: PeerAddress) {
         for _ in 0..<4 {
             guard case .transferred = SocketIO.read(fd, into: readBuffer) else { break }
         }
         var bytes: [UInt8] = []
-        let response = ProtocolError.overCapacity.response
+        let response = shared.response(refusing: .overCapacity, request: nil, peer: peer)
         ResponseSerializer.appendHead(
             status: response.status, headers: response.headers, contentLength: response.body.count,
             connection: .close, to: &bytes)

@@ -84,8 +84,8 @@ extension EventLoop {
     private func serialize(_ original: HTTPResponse, slot: ResponseSlot, connection: Connection) {
         var response = original
         if response.status < 200 || response.status > 999 {
-            response = HTTPResponse.error(
-                status: 500, code: "internal_error", message: "The handler produced an invalid status.")
+            response = shared.response(
+                refusing: .internalError("The handler answered with an invalid status."), request: nil, peer: connection.peer)
         }
         let closing = !slot.keepAlive
             || (shuttingDown && connection.slots.isEmpty)

@@ -16,4 +16,11 @@ final class ServerShared: Sendable {
         self.settings = settings
         self.handler = handler
     }
+
+    /// The handler's answer to a refusal, with the refusal's status whatever it says.
+    func response(refusing error: ProtocolError, request: HTTPRequest?, peer: PeerAddress) -> HTTPResponse {
+        var response = handler.response(to: HTTPRefusal(error, request: request, peer: peer))
+        response.status = error.status
+        return response
+    }
 }

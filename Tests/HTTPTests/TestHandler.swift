@@ -20,6 +20,19 @@ final class TestHandler: HTTPHandler {
     let streams = Mutex<[EventStream]>([])
     let closeReasons = Mutex<[EventStreamCloseReason]>([])
     let requestCount = Atomic<Int>(0)
+    let refusals = Mutex<[HTTPRefusal]>([])
+
+    func response(to refusal: HTTPRefusal) -> HTTPResponse {
+        refusals.withLock { $0.append(refusal) }
+        return Self.render(refusal)
+    }
+
+    /// How the test handlers write a refusal: what the HTTP layer told them, so a test sees the
+    /// handler wrote it and with what.
+    static func render(_ refusal: HTTPRefusal) -> HTTPResponse {
+        let json = #"{"refused":"\#(refusal.error.kind)","message":"\#(refusal.error.message)","path":"\#(refusal.request?.path ?? "")"}"#
+        return .json(status: 599, Array(json.utf8), headers: ["X-Refused": "\(refusal.error.kind)"])
+    }
 
     func handle(_ request: HTTPRequest, responder: HTTPResponder) {
         requestCount.add(1, ordering: .relaxed)
@@ -84,6 +97,10 @@ final class TestHandler: HTTPHandler {
         }
         return condition()
     }
+}
+
+extension HTTPHandler {
+    func response(to refusal: HTTPRefusal) -> HTTPResponse { TestHandler.render(refusal) }
 }
 
 /// Starts a server on an ephemeral port with short test timeouts; `body` runs against it,
