@@ -14,6 +14,9 @@ final class Connection: @unchecked Sendable {
     /// Identifies the connection in the selector's events; the generation tells a reused descriptor apart.
     let token: UInt64
     let peer: PeerAddress
+    /// Answered at accept with a refusal and kept only to drain its request: counted in
+    /// `refusingConnections`, not `openConnections`.
+    let isRefused: Bool
 
     // Reading. Only leftover bytes of an incomplete head are kept here, never a fixed buffer.
     var phase = ReadPhase.head
@@ -50,10 +53,11 @@ final class Connection: @unchecked Sendable {
     var phaseStart: Int64
     var lastWriteProgress: Int64
 
-    init(fd: Int32, token: UInt64, peer: PeerAddress, now: Int64) {
+    init(fd: Int32, token: UInt64, peer: PeerAddress, isRefused: Bool, now: Int64) {
         self.fd = fd
         self.token = token
         self.peer = peer
+        self.isRefused = isRefused
         self.phaseStart = now
         self.lastWriteProgress = now
     }

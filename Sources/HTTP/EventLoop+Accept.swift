@@ -45,14 +45,14 @@ extension EventLoop {
                 continue
             }
             let peer = PeerAddress(storage)
-            let open = shared.openConnections.add(1, ordering: .relaxed).newValue
-            if let limit = settings.maxConnections, open > limit {
-                refuseOverCapacity(fd, peer: peer)
-                shared.openConnections.subtract(1, ordering: .relaxed)
-                continue
-            }
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let open = shared.openConnections.add(1, ordering: .relaxed).newValue
+            if let limit = settings.maxConnections, open > limit {
+                shared.openConnections.subtract(1, ordering: .relaxed)
+                refuseAtAccept(fd, peer: peer, .overCapacity)
+                continue
+            }
             let target = peers.isEmpty ? self : peers[shared.nextLoop.add(1, ordering: .relaxed).newValue % peers.count]
             if target === self {
                 adopt(fd: fd, peer: peer)
@@ -71,21 +71,26 @@ extension EventLoop {
         _ = register(fd: fd, peer: peer)
     }
 
-    /// Writes the 503 straight away without reading the request, then closes. Input that
-    /// already arrived is drained first so the close does not reset the connection.
-    private func refuseOverCapacity(_ fd: Int32, peer: PeerAddress) {
-        for _ in 0..<4 {
-            guard case .transferred = SocketIO.read(fd, into: readBuffer) else { break }
+    /// Answers a connection it will not serve at once, without reading its request (the
+    /// handler writes the refusal). The connection then stays on this loop only to read and
+    /// drop what the client sends until it closes or `lingerTimeout` passes: closed with
+    /// unread input, the socket would reset and the client could lose the answer, or fail to
+    /// send the rest of its request and never read it. Past `maxRefusingConnections` draining at
+    /// once, the answer is written and the connection closed straight away.
+    func refuseAtAccept(_ fd: Int32, peer: PeerAddress, _ error: ProtocolError) {
+        guard shared.refusingConnections.add(1, ordering: .relaxed).newValue <= settings.maxRefusingConnections else {
+            shared.refusingConnections.subtract(1, ordering: .relaxed)
+            let response = shared.response(refusing: error, request: nil, peer: peer)
+            var bytes: [UInt8] = []
+            ResponseSerializer.appendHead(
+                status: response.status, headers: response.headers, contentLength: response.body.count,
+                connection: .close, to: &bytes)
+            bytes.append(contentsOf: response.body)
+            _ = bytes.withUnsafeBytes { SocketIO.write(fd, $0) }
+            closeDescriptor(fd)
+            return
         }
-        var bytes: [UInt8] = []
-        let response = shared.response(refusing: .overCapacity, request: nil, peer: peer)
-        ResponseSerializer.appendHead(
-            status: response.status, headers: response.headers, contentLength: response.body.count,
-            connection: .close, to: &bytes)
-        bytes.append(contentsOf: response.body)
-        _ = bytes.withUnsafeBytes { SocketIO.write(fd, $0) }
-        shutdown(fd, Int32(SHUT_WR))
-        closeDescriptor(fd)
+        refuse(register(fd: fd, peer: peer, isRefused: true), error)
     }
 
     /// Puts the listener back after a pause for lack of descriptors.

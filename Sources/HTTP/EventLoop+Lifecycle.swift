@@ -19,7 +19,11 @@ extension EventLoop {
         closeDescriptor(connection.fd)
         let index = Int(connection.fd)
         if index < connections.count, connections[index] === connection { connections[index] = nil }
-        shared.openConnections.subtract(1, ordering: .relaxed)
+        if connection.isRefused {
+            shared.refusingConnections.subtract(1, ordering: .relaxed)
+        } else {
+            shared.openConnections.subtract(1, ordering: .relaxed)
+        }
         connection.pending = []
         connection.body = []
         connection.bodyHead = nil

@@ -73,9 +73,12 @@ public final class HTTPServer: Sendable {
     /// The port actually bound (after `start()`).
     public var port: Int { boundPort.load(ordering: .acquiring) }
 
-    /// Connections currently open, event streams included.
+    /// Connections currently open, event streams and refused ones still draining included.
     public var openConnectionCount: Int {
-        counters.withLock { $0?.openConnections.load(ordering: .relaxed) ?? 0 }
+        counters.withLock { shared in
+            guard let shared else { return 0 }
+            return shared.openConnections.load(ordering: .relaxed) + shared.refusingConnections.load(ordering: .relaxed)
+        }
     }
 
     /// Stops accepting (new connections are refused), closes idle keep-alive connections and

@@ -5,7 +5,11 @@ final class ServerShared: Sendable {
     let listenFD: Int32
     let settings: LoopSettings
     let handler: any HTTPHandler
+    /// Connections admitted: what `maxConnections` limits.
     let openConnections = Atomic<Int>(0)
+    /// Connections answered at accept without being served (over capacity, shutting down),
+    /// kept only to drain their requests: counted apart, so they never hold an admitted slot.
+    let refusingConnections = Atomic<Int>(0)
     /// Round-robin position for handing accepted connections to loops.
     let nextLoop = Atomic<Int>(0)
     /// Set by beginShutdown: accepted connections are closed at once.

@@ -117,4 +117,26 @@ import Testing
             #expect(try fourth.readResponse().status == 200)
         }
     }
+
+    /// The 503 at the connection limit is written before the request arrives; the request
+    /// (a body of 256 KiB, then one of 4 MiB, more than the socket buffers hold, sent a moment
+    /// later) is read and dropped before the close, so the client sends it whole, then reads
+    /// the whole 503 and a clean close, never a reset.
+    @Test func overCapacityDrainsTheRequestBeforeClosing() throws {
+        try withServer({ $0.maxConnections = 1 }) { server, _ in
+            let admitted = try TestClient(port: server.port)
+            try admitted.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try admitted.readResponse().status == 200)
+            for size in [256 << 10, 4 << 20] {
+                let refused = try TestClient(port: server.port)
+                usleep(100_000)
+                let body = String(repeating: "b", count: size)
+                try refused.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+                let response = try refused.readResponse()
+                #expect(response.status == 503)
+                #expect(response.headers["Connection"] == "close")
+                #expect(refused.readToEnd() == .closed)
+            }
+        }
+    }
 }

@@ -113,8 +113,20 @@ import TestSupport
         #expect(await refused.readUntilClosed())
         let line = try await log.request(requestID)
         #expect(line["status"] == 503 && line["level"] == "error")
+
+        // A client over the limit that sends a whole request (a 4 MiB body, more than the socket
+        // buffers hold) after the 503 was written: its request is read and dropped, so it sends
+        // it whole and then reads the 503, rather than failing with a reset mid-body.
+        let uploader = try server.client()
+        try await Task.sleep(for: .milliseconds(100))
+        try await uploader.send(LoopbackClient.format("POST", "/sessions", headers: [("Content-Type", "application/json")],
+                                                      body: Array(repeating: UInt8(ascii: " "), count: 4 << 20)))
+        let late = try await uploader.readResponse()
+        #expect(late.status == 503 && late.json["error"]?["code"] == "over_capacity")
+        #expect(await uploader.readUntilClosed())
+
         let metrics = try await held.request("GET", "/metrics").text
-        #expect(metrics.contains(#"navd_http_requests_total{route="unknown",method="unknown",code="503"} 1"# + "\n"))
+        #expect(metrics.contains(#"navd_http_requests_total{route="unknown",method="unknown",code="503"} 2"# + "\n"))
         await server.stop()
     }
 
