@@ -104,11 +104,14 @@ extension EventLoop {
     }
 
     /// Stops accepting, closes idle connections and lets the others finish their requests.
-    /// Event streams stay open.
+    /// Event streams stay open. Connections waiting in the accept queue are accepted and
+    /// answered 503 first, then this loop lets go of the listener.
     func beginShutdown() {
         guard !shuttingDown else { return }
         shuttingDown = true
+        acceptConnections(draining: true)
         stopListening()
+        shared.releaseListener()
         for index in connections.indices {
             guard let connection = connections[index], !connection.isClosed,
                   connection.stream == nil, !connection.lingering else { continue }
