@@ -66,9 +66,15 @@ extension EventLoop {
     }
 
     func adopt(fd: Int32, peer: PeerAddress) {
-        guard !shuttingDown, running else {
+        guard running else {
             closeDescriptor(fd)
             shared.openConnections.subtract(1, ordering: .relaxed)
+            return
+        }
+        guard !shuttingDown else {
+            // Accepted by another loop just before the shutdown: answered like the accept queue.
+            shared.openConnections.subtract(1, ordering: .relaxed)
+            refuseAtAccept(fd, peer: peer, .shuttingDown)
             return
         }
         _ = register(fd: fd, peer: peer)
