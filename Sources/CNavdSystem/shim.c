@@ -2,9 +2,17 @@
 #if defined(__linux__)
 #define _GNU_SOURCE
 #include <sys/socket.h>
+#include <linux/filter.h>
 #include "CNavdSystem.h"
 
 int navd_accept4_nonblocking(int fd, struct sockaddr *address, socklen_t *length) {
     return accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+int navd_drop_new_connections(int fd) {
+    // One classic BPF instruction: accept 0 bytes of every packet, that is, drop it.
+    struct sock_filter drop[] = { BPF_STMT(BPF_RET | BPF_K, 0) };
+    struct sock_fprog program = { .len = 1, .filter = drop };
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof program);
 }
 #endif

@@ -14,6 +14,9 @@ final class Connection: @unchecked Sendable {
     /// Identifies the connection in the selector's events; the generation tells a reused descriptor apart.
     let token: UInt64
     let peer: PeerAddress
+    /// Answered at accept with a refusal and kept only to drain its request: counted in
+    /// `refusingConnections`, not `openConnections`.
+    let isRefused: Bool
 
     // Reading. Only leftover bytes of an incomplete head are kept here, never a fixed buffer.
     var phase = ReadPhase.head
@@ -35,6 +38,7 @@ final class Connection: @unchecked Sendable {
     var output = ByteQueue()
     var closeAfterOutput = false
     var stream: EventStream?
+    /// The stream waits for a writable report: its socket was full, or it spent its write budget.
     var streamBlocked = false
     /// When the application's close() of the stream was first seen (0: not yet).
     var streamCloseStart: Int64 = 0
@@ -49,10 +53,11 @@ final class Connection: @unchecked Sendable {
     var phaseStart: Int64
     var lastWriteProgress: Int64
 
-    init(fd: Int32, token: UInt64, peer: PeerAddress, now: Int64) {
+    init(fd: Int32, token: UInt64, peer: PeerAddress, isRefused: Bool, now: Int64) {
         self.fd = fd
         self.token = token
         self.peer = peer
+        self.isRefused = isRefused
         self.phaseStart = now
         self.lastWriteProgress = now
     }

@@ -6,10 +6,11 @@ import Darwin
 
 extension EventLoop {
     /// Accepts what is waiting (bounded per wake-up) and deals connections round-robin
-    /// over the loops, so a burst of connects lands evenly however the wake-ups fell.
-    func acceptConnections() {
-        guard listening else { return }
-        for _ in 0..<64 {
+    /// over the loops, so a burst of connects lands evenly however the wake-ups fell. At
+    /// shutdown, `draining` accepts the whole queue, whether the loop listens or not.
+    func acceptConnections(draining: Bool = false) {
+        guard listening || draining else { return }
+        for _ in 0..<(draining ? Int.max : 64) {
             var storage = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let fd = withUnsafeMutablePointer(to: &storage) { pointer in
@@ -23,13 +24,15 @@ extension EventLoop {
                     continue
                 case EAGAIN, EWOULDBLOCK:
                     return
+                case _ where draining:
+                    return
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Level-triggered readiness would spin; rest the listener briefly.
                     stopListening()
                     listenPausedUntil = now + 100_000_000
                     return
                 case EINVAL, EBADF:
-                    // The listener was shut down by beginShutdown.
+                    // The listener is gone (it never is while a loop may accept: defensive).
                     stopListening()
                     return
                 default:
@@ -40,19 +43,19 @@ extension EventLoop {
                     return
                 }
             }
+            let peer = PeerAddress(storage)
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             if shared.stopping.load(ordering: .relaxed) {
-                closeDescriptor(fd)
+                refuseAtAccept(fd, peer: peer, .shuttingDown)
                 continue
             }
             let open = shared.openConnections.add(1, ordering: .relaxed).newValue
             if let limit = settings.maxConnections, open > limit {
-                refuseOverCapacity(fd)
                 shared.openConnections.subtract(1, ordering: .relaxed)
+                refuseAtAccept(fd, peer: peer, .overCapacity)
                 continue
             }
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            let peer = PeerAddress(storage)
             let target = peers.isEmpty ? self : peers[shared.nextLoop.add(1, ordering: .relaxed).newValue % peers.count]
             if target === self {
                 adopt(fd: fd, peer: peer)
@@ -63,29 +66,44 @@ extension EventLoop {
     }
 
     func adopt(fd: Int32, peer: PeerAddress) {
-        guard !shuttingDown, running else {
+        guard running else {
             closeDescriptor(fd)
             shared.openConnections.subtract(1, ordering: .relaxed)
+            return
+        }
+        guard !shuttingDown else {
+            // Accepted by another loop just before the shutdown: answered like the accept queue.
+            shared.openConnections.subtract(1, ordering: .relaxed)
+            refuseAtAccept(fd, peer: peer, .shuttingDown)
             return
         }
         _ = register(fd: fd, peer: peer)
     }
 
-    /// Writes the 503 straight away without reading the request, then closes. Input that
-    /// already arrived is drained first so the close does not reset the connection.
-    private func refuseOverCapacity(_ fd: Int32) {
-        for _ in 0..<4 {
-            guard case .transferred = SocketIO.read(fd, into: readBuffer) else { break }
+    /// Answers a connection it will not serve at once, without reading its request (the
+    /// handler writes the refusal). The connection then stays on this loop only to read and
+    /// drop what the client sends until it closes or `lingerTimeout` passes: closed with
+    /// unread input, the socket would reset and the client could lose the answer, or fail to
+    /// send the rest of its request and never read it. Past `maxRefusingConnections` draining at
+    /// once, the answer is written (after reading what already arrived) and the connection
+    /// closed straight away.
+    func refuseAtAccept(_ fd: Int32, peer: PeerAddress, _ error: ProtocolError) {
+        guard shared.refusingConnections.add(1, ordering: .relaxed).newValue <= settings.maxRefusingConnections else {
+            shared.refusingConnections.subtract(1, ordering: .relaxed)
+            for _ in 0..<4 {
+                guard case .transferred = SocketIO.read(fd, into: readBuffer) else { break }
+            }
+            let response = shared.response(refusing: error, request: nil, peer: peer)
+            var bytes: [UInt8] = []
+            ResponseSerializer.appendHead(
+                status: response.status, headers: response.headers, contentLength: response.body.count,
+                connection: .close, to: &bytes)
+            bytes.append(contentsOf: response.body)
+            _ = bytes.withUnsafeBytes { SocketIO.write(fd, $0) }
+            closeDescriptor(fd)
+            return
         }
-        var bytes: [UInt8] = []
-        let response = ProtocolError.overCapacity.response
-        ResponseSerializer.appendHead(
-            status: response.status, headers: response.headers, contentLength: response.body.count,
-            connection: .close, to: &bytes)
-        bytes.append(contentsOf: response.body)
-        _ = bytes.withUnsafeBytes { SocketIO.write(fd, $0) }
-        shutdown(fd, Int32(SHUT_WR))
-        closeDescriptor(fd)
+        refuse(register(fd: fd, peer: peer, isRefused: true), error)
     }
 
     /// Puts the listener back after a pause for lack of descriptors.

@@ -19,7 +19,11 @@ extension EventLoop {
         closeDescriptor(connection.fd)
         let index = Int(connection.fd)
         if index < connections.count, connections[index] === connection { connections[index] = nil }
-        shared.openConnections.subtract(1, ordering: .relaxed)
+        if connection.isRefused {
+            shared.refusingConnections.subtract(1, ordering: .relaxed)
+        } else {
+            shared.openConnections.subtract(1, ordering: .relaxed)
+        }
         connection.pending = []
         connection.body = []
         connection.bodyHead = nil
@@ -100,11 +104,14 @@ extension EventLoop {
     }
 
     /// Stops accepting, closes idle connections and lets the others finish their requests.
-    /// Event streams stay open.
+    /// Event streams stay open. Connections waiting in the accept queue are accepted and
+    /// answered 503 first, then this loop lets go of the listener.
     func beginShutdown() {
         guard !shuttingDown else { return }
         shuttingDown = true
+        acceptConnections(draining: true)
         stopListening()
+        shared.releaseListener()
         for index in connections.indices {
             guard let connection = connections[index], !connection.isClosed,
                   connection.stream == nil, !connection.lingering else { continue }

@@ -57,6 +57,9 @@ extension EventLoop {
                         index += 2
                     }
                     if index == bytes.count { return index }
+                    // A CR at the very end may be half of such a line, its LF in the next read:
+                    // kept back unscanned, or the scanner would take it for an empty request line.
+                    if index + 1 == bytes.count && bytes[index] == ASCII.cr { return index }
                     connection.phaseStart = now
                 }
                 let head = UnsafeRawBufferPointer(rebasing: bytes[index...])
@@ -77,7 +80,8 @@ extension EventLoop {
                     index += length
                     switch parsed {
                     case .failure(let error):
-                        refuse(connection, error)
+                        refuse(connection, error, request: Self.refusedRequest(
+                            error, UnsafeRawBufferPointer(rebasing: head[0..<length]), requestLineLength: requestLineLength))
                         return bytes.count
                     case .success(let head):
                         startRequest(connection, head, bodyBytesFollow: index < bytes.count)
@@ -157,7 +161,7 @@ extension EventLoop {
 
     private func dispatch(_ request: HTTPRequest, on connection: Connection, sequence: UInt64) {
         connection.hasServedRequest = true
-        let responder = HTTPResponder(loop: self, connection: connection, sequence: sequence)
+        let responder = HTTPResponder(loop: self, connection: connection, sequence: sequence, request: request)
         shared.handler.handle(request, responder: responder)
         if responder.openedStream.load(ordering: .relaxed) {
             // Nothing pipelined after a stream is served.
@@ -165,11 +169,12 @@ extension EventLoop {
         }
     }
 
-    /// Answers a request the server will not hand to the handler, then closes.
-    func refuse(_ connection: Connection, _ error: ProtocolError) {
+    /// Answers a request the server will not hand to the handler (with the handler's
+    /// rendering of the refusal), then closes.
+    func refuse(_ connection: Connection, _ error: ProtocolError, request: HTTPRequest? = nil) {
         stopParsing(connection)
         var slot = ResponseSlot(isHead: false, keepAlive: false, isHTTP10: false)
-        slot.outcome = .response(error.response)
+        slot.outcome = .response(shared.response(refusing: error, request: request, peer: connection.peer))
         _ = connection.openSlot(slot)
         markDirty(connection)
     }
@@ -177,15 +182,28 @@ extension EventLoop {
     /// Answers the request whose body is being read with an error, then closes.
     func refuseBody(_ connection: Connection, _ error: ProtocolError) {
         let sequence = connection.bodySequence
+        let request = connection.bodyHead?.request
         stopParsing(connection)
         guard let index = connection.slotIndex(sequence) else {
-            refuse(connection, error)
+            refuse(connection, error, request: request)
             return
         }
         connection.slots[index].keepAlive = false
         connection.slots[index].owesContinue = false
-        connection.slots[index].outcome = .response(error.response)
+        connection.slots[index].outcome = .response(shared.response(refusing: error, request: request, peer: connection.peer))
         markDirty(connection)
+    }
+
+    /// The head of a request refused only for the length its body declares: read again
+    /// without the limit, so the refusal is answered in context (its origin, its request id).
+    /// Any other fault is in the head itself, which then tells nothing.
+    private static func refusedRequest(
+        _ error: ProtocolError, _ head: UnsafeRawBufferPointer, requestLineLength: Int
+    ) -> HTTPRequest? {
+        guard error.kind == .payloadTooLarge,
+              case .success(let parsed) = RequestHeadParser.parse(head, requestLineLength: requestLineLength, maxBodyBytes: .max)
+        else { return nil }
+        return parsed.request
     }
 
     /// After the client's FIN, a request still being received can never complete: drop it.

@@ -84,8 +84,8 @@ extension EventLoop {
     private func serialize(_ original: HTTPResponse, slot: ResponseSlot, connection: Connection) {
         var response = original
         if response.status < 200 || response.status > 999 {
-            response = HTTPResponse.error(
-                status: 500, code: "internal_error", message: "The handler produced an invalid status.")
+            response = shared.response(
+                refusing: .internalError("The handler answered with an invalid status."), request: nil, peer: connection.peer)
         }
         let closing = !slot.keepAlive
             || (shuttingDown && connection.slots.isEmpty)
@@ -130,9 +130,17 @@ extension EventLoop {
         connection.slots = []
     }
 
-    /// Writes the output queue; false if the connection was closed.
+    /// Bytes one connection may write per wake-up. Past it the connection waits for its next
+    /// (level-triggered) writable report like one whose socket is full, so the other ready
+    /// connections on the loop are served in between: a fast reader of a busy stream or of a
+    /// large body cannot hold the loop.
+    static let writeBudget = 256 * 1024
+
+    /// Writes the output queue, within the write budget; false if the connection was closed.
     private func writeQueued(_ connection: Connection) -> Bool {
+        var written = 0
         while !connection.output.isEmpty {
+            if written >= Self.writeBudget { return true }
             let offset = connection.output.peek(into: &chunkScratch, limit: Self.maxIOVecs)
             let total = chunkScratch.reduce(0) { $0 + $1.count } - offset
             let outcome = SocketIO.write(connection.fd, chunkScratch, firstOffset: offset, iovecs: iovecs)
@@ -141,6 +149,7 @@ extension EventLoop {
             case .transferred(let count):
                 connection.lastWriteProgress = now
                 connection.output.consume(count)
+                written += count
                 // A short write means the socket is full: wait for EPOLLOUT.
                 if count < total { return true }
             case .wouldBlock:
@@ -188,8 +197,9 @@ extension EventLoop {
         updateInterest(connection)
     }
 
-    /// Writes queued stream bytes straight from the shared arrays; closes the stream when the
-    /// application asked and everything went out, or at once when it is too slow.
+    /// Writes queued stream bytes straight from the shared arrays, within the write budget;
+    /// closes the stream when the application asked and everything went out, or at once when
+    /// it is too slow.
     func flushStream(_ connection: Connection) {
         guard let stream = connection.stream, !connection.isClosed else { return }
         guard connection.output.isEmpty else {
@@ -201,7 +211,13 @@ extension EventLoop {
             }
             return
         }
+        var written = 0
         writing: while true {
+            if written >= Self.writeBudget {
+                // More may be queued: wait for the next writable report, behind the others.
+                connection.streamBlocked = true
+                break writing
+            }
             let (offset, requestedClose) = stream.takeChunks(into: &chunkScratch, limit: Self.maxIOVecs)
             if requestedClose == .tooSlow {
                 chunkScratch.removeAll(keepingCapacity: true)
@@ -223,6 +239,7 @@ extension EventLoop {
             case .transferred(let count):
                 connection.lastWriteProgress = now
                 stream.consume(count)
+                written += count
                 if count < total {
                     connection.streamBlocked = true
                     break writing

@@ -194,11 +194,11 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Registers a connection this loop now owns.
-    func register(fd: Int32, peer: PeerAddress) -> Connection {
+    func register(fd: Int32, peer: PeerAddress, isRefused: Bool = false) -> Connection {
         nextGeneration &+= 1
         if nextGeneration == 0 { nextGeneration = 1 }
         let token = UInt64(nextGeneration) << 32 | UInt64(UInt32(bitPattern: fd))
-        let connection = Connection(fd: fd, token: token, peer: peer, now: now)
+        let connection = Connection(fd: fd, token: token, peer: peer, isRefused: isRefused, now: now)
         let index = Int(fd)
         if index >= connections.count {
             connections.append(contentsOf: repeatElement(nil, count: max(index + 1, connections.count * 2) - connections.count))

@@ -1,5 +1,12 @@
-/// The application. Called on a loop thread for every complete request, so it must return
-/// quickly; it answers through the responder, from any thread, exactly once.
+/// The application. Both calls come on a loop thread and must return quickly.
 public protocol HTTPHandler: Sendable {
+    /// Called for every complete request; answers through the responder, from any thread,
+    /// exactly once.
     func handle(_ request: HTTPRequest, responder: HTTPResponder)
+
+    /// Writes the answer to a request the HTTP layer refuses on its own (malformed, over a
+    /// limit, too slow, over capacity, during shutdown, or left unanswered by `handle`): the
+    /// same error format, headers, logging and metrics as every other answer. The status is
+    /// the refusal's whatever the response says, and the connection is closed after it.
+    func response(to refusal: HTTPRefusal) -> HTTPResponse
 }

@@ -6,14 +6,19 @@ public final class HTTPResponder: Sendable {
     private let loop: EventLoop
     private let connection: Connection
     private let sequence: UInt64
+    /// The request's head (body left out), for the answer to a request the handler dropped.
+    private let head: HTTPRequest
     private let answered = Atomic<Bool>(false)
     /// Lets the loop stop parsing pipelined requests when the handler opens a stream at once.
     let openedStream = Atomic<Bool>(false)
 
-    init(loop: EventLoop, connection: Connection, sequence: UInt64) {
+    init(loop: EventLoop, connection: Connection, sequence: UInt64, request: HTTPRequest) {
         self.loop = loop
         self.connection = connection
         self.sequence = sequence
+        var head = request
+        head.body = []
+        self.head = head
     }
 
     public func respond(_ response: HTTPResponse) {
@@ -35,12 +40,13 @@ public final class HTTPResponder: Sendable {
     }
 
     /// A request the handler dropped without answering would pin its connection (and every
-    /// request pipelined behind it) for good: answer it with a 500 instead.
+    /// request pipelined behind it) for good: answer it with a 500 instead, written by the
+    /// handler as a refusal.
     deinit {
         guard claim() else { return }
-        loop.post(.respond(connection, sequence: sequence, .error(
-            status: 500, code: "internal_error", message: "the server did not answer this request"
-        )))
+        let response = loop.shared.response(
+            refusing: .internalError("The server did not answer this request."), request: head, peer: connection.peer)
+        loop.post(.respond(connection, sequence: sequence, response))
     }
 
     /// The client's address, e.g. "127.0.0.1:5555", for logs.

@@ -17,16 +17,4 @@ public struct HTTPResponse: Sendable {
         headers.set("Content-Type", "application/json; charset=utf-8")
         return HTTPResponse(status: status, headers: headers, body: body)
     }
-
-    /// The error shape every failure uses: `{"error":{"code":"...","message":"..."}}`.
-    public static func error(status: Int, code: String, message: String, headers: HTTPHeaders = [:]) -> HTTPResponse {
-        var body: [UInt8] = []
-        body.reserveCapacity(32 + code.utf8.count + message.utf8.count)
-        ASCII.append(#"{"error":{"code":"#, to: &body)
-        JSONString.append(code, to: &body)
-        ASCII.append(#","message":"#, to: &body)
-        JSONString.append(message, to: &body)
-        ASCII.append("}}", to: &body)
-        return json(status: status, body, headers: headers)
-    }
 }

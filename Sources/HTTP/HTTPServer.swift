@@ -46,11 +46,12 @@ public final class HTTPServer: Sendable {
             guard case .idle = phase else { throw HTTPServerError("the server was already started") }
             let (fd, port) = try ListeningSocket.open(
                 host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
-            let shared = ServerShared(listenFD: fd, settings: LoopSettings(configuration), handler: handler)
+            let loopCount = max(1, configuration.loopCount)
+            let shared = ServerShared(listenFD: fd, settings: LoopSettings(configuration), handler: handler, loopCount: loopCount)
             var loops: [EventLoop] = []
             var threads: [LoopThread] = []
             do throws(HTTPServerError) {
-                for _ in 0..<max(1, configuration.loopCount) {
+                for _ in 0..<loopCount {
                     loops.append(try EventLoop(shared: shared))
                 }
                 for loop in loops { loop.peers = loops }
@@ -73,14 +74,22 @@ public final class HTTPServer: Sendable {
     /// The port actually bound (after `start()`).
     public var port: Int { boundPort.load(ordering: .acquiring) }
 
-    /// Connections currently open, event streams included.
+    /// Connections currently open, event streams and refused ones still draining included.
     public var openConnectionCount: Int {
-        counters.withLock { $0?.openConnections.load(ordering: .relaxed) ?? 0 }
+        counters.withLock { shared in
+            guard let shared else { return 0 }
+            return shared.openConnections.load(ordering: .relaxed) + shared.refusingConnections.load(ordering: .relaxed)
+        }
     }
 
     /// Stops accepting (new connections are refused), closes idle keep-alive connections and
     /// lets in-flight requests finish; their connections close after the response. Event
     /// streams are left open for the application to end.
+    ///
+    /// Connections the kernel had completed but no loop had accepted yet are not reset: no new
+    /// one may complete (on Linux), the loops accept those waiting and answer each with a
+    /// refusal (503, `.shuttingDown`; its request is read and dropped before the close), and
+    /// only then is the listening socket closed, so later clients are refused outright.
     public func beginShutdown() {
         phase.withLock { phase in
             guard case .running(let shared, let loops, let threads) = phase else {
@@ -89,9 +98,9 @@ public final class HTTPServer: Sendable {
             }
             phase = .draining(shared: shared, loops: loops, threads: threads)
             shared.stopping.store(true, ordering: .relaxed)
-            // The descriptor stays open (and its number taken) until the loops have stopped;
-            // shutting it down refuses new connections now and fails pending accepts.
-            shutdownSocket(shared.listenFD, Int32(SHUT_RD))
+            // Shutting the socket down (or closing it) now would reset every connection in the
+            // accept queue; the loops drain it first, and the last one closes it.
+            ListeningSocket.dropNewConnections(shared.listenFD)
             for loop in loops { loop.post(.beginShutdown) }
         }
     }
@@ -112,6 +121,6 @@ public final class HTTPServer: Sendable {
         guard let (shared, loops, threads) = running else { return }
         for loop in loops { loop.post(.stop) }
         for thread in threads { thread.join() }
-        closeDescriptor(shared.listenFD)
+        shared.closeListener()
     }
 }

@@ -13,7 +13,8 @@ extension HTTPServer {
         public var port: Int
         /// Event-loop threads; defaults to the number of online cores.
         public var loopCount: Int
-        /// Connections beyond this get an immediate 503 and are closed.
+        /// Connections beyond this get an immediate 503 (their requests are read and dropped
+        /// before the close, so the client sees the 503 rather than a reset) and are closed.
         public var maxConnections: Int?
         public var maxRequestLineBytes: Int
         public var maxHeaderBytes: Int
@@ -118,6 +119,9 @@ struct LoopSettings: Sendable {
     /// Unsent response bytes beyond which a connection's next request is not started and its
     /// input is left unread: a client that does not read its answers gets no more of them.
     let outputHighWater = 256 * 1024
+    /// Refused connections (over capacity, shutting down) that may drain at once, server-wide;
+    /// past it, a refusal is written and its connection closed at once, reset or not.
+    let maxRefusingConnections = 256
 
     init(_ configuration: HTTPServer.Configuration) {
         maxRequestLineBytes = max(16, configuration.maxRequestLineBytes)

@@ -8,7 +8,9 @@ import Darwin
 /// says what each descriptor waits for and is told what became ready, by token. Connections,
 /// parsers and the stream writer never see which mechanism it is.
 ///
-/// Confined to its loop's thread, except `wakeUp`, which any thread may call until `close`.
+/// Readiness is level-triggered: a descriptor still ready is reported again by the next `wait`
+/// (the loop's write budget relies on it). Confined to its loop's thread, except `wakeUp`, which
+/// any thread may call until `close`.
 protocol IOSelector: AnyObject {
     /// Starts watching `fd`; `token` comes back with its readiness.
     func register(_ fd: Int32, interest: Interest, token: UInt64)

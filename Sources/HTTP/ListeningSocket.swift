@@ -3,6 +3,9 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if os(Linux)
+import CNavdSystem
+#endif
 
 /// Creates the one non-blocking listening socket that every loop accepts from.
 enum ListeningSocket {
@@ -48,6 +51,17 @@ enum ListeningSocket {
             UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: 2, as: UInt16.self))
         }
         return (fd, Int(actualPort))
+    }
+
+    /// Lets no new connection complete on `fd` while those already complete wait to be
+    /// accepted: the first step of a shutdown that answers the accept queue instead of resetting
+    /// it. On Linux a socket filter drops the SYNs (their clients retry, and are refused once the
+    /// socket closes a moment later); elsewhere nothing happens, and connections that complete
+    /// between the last accept and the close are reset.
+    static func dropNewConnections(_ fd: Int32) {
+        #if os(Linux)
+        _ = navd_drop_new_connections(fd)
+        #endif
     }
 
     /// Any socket address as the `sockaddr_storage` the socket calls take, with its length.

@@ -25,8 +25,38 @@ struct APIError: Error {
         }
     }
 
+    /// What the HTTP layer refuses on its own, in the API's codes.
+    init(_ error: ProtocolError) {
+        let code = switch error.kind {
+        case .badRequest: "bad_request"
+        case .notImplemented: "not_implemented"
+        case .versionNotSupported: "http_version_not_supported"
+        case .uriTooLong: "uri_too_long"
+        case .headersTooLarge: "headers_too_large"
+        case .payloadTooLarge: "payload_too_large"
+        case .requestTimeout: "request_timeout"
+        case .overCapacity: "over_capacity"
+        case .shuttingDown: "shutting_down"
+        case .internalError: "internal_error"
+        }
+        let headers: HTTPHeaders = switch error.kind {
+        case .overCapacity: ["Retry-After": "1"]
+        case .shuttingDown: APIError.shuttingDown.headers
+        default: [:]
+        }
+        self.init(error.status, code, error.message, headers: headers)
+    }
+
+    /// `{"error":{"code":"...","message":"..."}}`, as JSON.
     var response: HTTPResponse {
-        .error(status: status, code: code, message: message, headers: headers)
+        var body: [UInt8] = []
+        body.reserveCapacity(32 + code.utf8.count + message.utf8.count)
+        body.append(contentsOf: #"{"error":{"code":"#.utf8)
+        JSONWriter.writeString(code, into: &body)
+        body.append(contentsOf: #","message":"#.utf8)
+        JSONWriter.writeString(message, into: &body)
+        body.append(contentsOf: "}}".utf8)
+        return .json(status: status, body, headers: headers)
     }
 
     static func invalidBody(_ path: String, _ reason: String) -> APIError {

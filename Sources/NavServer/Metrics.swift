@@ -46,8 +46,10 @@ public final class Metrics: Sendable {
     static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
     static let waitBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
     static let routes: [String] = Route.allCases.map(\.rawValue) + ["unknown"]
-    /// Any other method a client sends is counted as `other`.
-    static let methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "other"]
+    /// Any other method a client sends is counted as `other`; a request refused before its head
+    /// was read (a head too large or too slow, over capacity), as `unknown`.
+    static let methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "other", "unknown"]
+    private static let knownMethods = methods.prefix(7)
 
     private let counters = Mutex(Counters())
     private let openStreams = Atomic<Int>(0)
@@ -56,10 +58,8 @@ public final class Metrics: Sendable {
     /// Metrics with every counter at zero.
     public init() {}
 
-    func requestFinished(route: Route?, method: String, status: Int, seconds: Double, waited: Bool = false) {
-        let routeIndex = route.flatMap { Route.allCases.firstIndex(of: $0) } ?? Self.routes.count - 1
-        let methodIndex = Self.methods.firstIndex(of: method) ?? Self.methods.count - 1
-        let series = Series(route: UInt8(routeIndex), method: UInt8(methodIndex), code: UInt16(min(max(status, 100), 599)))
+    func requestFinished(route: Route?, method: String?, status: Int, seconds: Double, waited: Bool = false) {
+        let series = Self.series(route: route, method: method, status: status)
         counters.withLock { counters in
             counters.requests[series, default: 0] += 1
             if waited {
@@ -68,6 +68,18 @@ public final class Metrics: Sendable {
                 counters.durations[series, default: Histogram(bounds: Self.buckets.count)].observe(seconds, bounds: Self.buckets)
             }
         }
+    }
+
+    /// A request the HTTP layer refused on its own: counted, not timed (it took no work).
+    func requestRefused(route: Route?, method: String?, status: Int) {
+        let series = Self.series(route: route, method: method, status: status)
+        counters.withLock { $0.requests[series, default: 0] += 1 }
+    }
+
+    private static func series(route: Route?, method: String?, status: Int) -> Series {
+        let routeIndex = route.flatMap { Route.allCases.firstIndex(of: $0) } ?? routes.count - 1
+        let methodIndex = method.map { knownMethods.firstIndex(of: $0) ?? knownMethods.count } ?? methods.count - 1
+        return Series(route: UInt8(routeIndex), method: UInt8(methodIndex), code: UInt16(min(max(status, 100), 599)))
     }
 
     func eventEmitted(_ type: String) {

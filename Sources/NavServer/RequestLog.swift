@@ -27,8 +27,9 @@ final class RequestLog: Sendable {
     struct Request {
         var id: String
         var remote: String
-        var method: String
-        var path: String
+        /// Nil (and left out of the line) for a request refused before its head was read.
+        var method: String?
+        var path: String?
         var query: [(name: String, value: String)]
         var status: Int
         /// Body bytes sent: 0 for `HEAD`, and for an event stream (its `stream_closed` line counts them).
@@ -72,20 +73,21 @@ final class RequestLog: Sendable {
 
     func record(_ request: Request) {
         guard enabled else { return }
-        var target = request.path
-        let kept = request.query.filter { $0.name != "token" }
-        if !kept.isEmpty {
-            target += "?" + kept.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
+        var fields: [(String, JSON)] = [("request_id", .string(request.id)), ("remote", .string(request.remote))]
+        if let method = request.method { fields.append(("method", .string(method))) }
+        if var target = request.path {
+            let kept = request.query.filter { $0.name != "token" }
+            if !kept.isEmpty {
+                target += "?" + kept.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
+            }
+            fields.append(("path", .string(target)))
         }
-        append(request.status >= 500 ? .error : .info, "request", [
-            ("request_id", .string(request.id)),
-            ("remote", .string(request.remote)),
-            ("method", .string(request.method)),
-            ("path", .string(target)),
+        fields += [
             ("status", .int(request.status)),
             ("bytes", .int(request.bytes)),
             ("duration_ms", Self.milliseconds(request.seconds)),
-        ])
+        ]
+        append(request.status >= 500 ? .error : .info, "request", fields)
     }
 
     func streamClosed(_ stream: Stream) {

@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -8,6 +9,53 @@ import HTTP
 import Testing
 
 @Suite struct EventStreamTests {
+    /// A stream whose application sends as fast as the socket takes (a reader that keeps up,
+    /// big socket buffers) does not hold its loop: another connection on the same loop is
+    /// answered within a bound, request after request.
+    @Test func aFloodedStreamDoesNotStarveItsLoop() throws {
+        try withServer({
+            $0.loopCount = 1
+            $0.streamBufferLimit = 64 << 20
+            $0.streamSendBuffer = 4 << 20
+        }) { server, handler in
+            let flooded = try TestClient(port: server.port)
+            flooded.setReceiveBuffer(4 << 20)
+            try flooded.send("GET /flood?size=512 HTTP/1.1\r\nHost: x\r\n\r\n")
+            let reading = Atomic<Bool>(true)
+            let received = Atomic<Int>(0)
+            let done = DispatchSemaphore(value: 0)
+            let fd = flooded.fd
+            DispatchQueue(label: "flood-reader").async {
+                var chunk = [UInt8](repeating: 0, count: 1 << 20)
+                while reading.load(ordering: .relaxed) {
+                    // MSG_TRUNC: Linux drops the bytes without copying them, so this reader
+                    // outpaces any writer and the stream's socket never fills.
+                    let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_TRUNC)) }
+                    if count <= 0 { break }
+                    received.add(count, ordering: .relaxed)
+                }
+                done.signal()
+            }
+            #expect(TestHandler.eventually { received.load(ordering: .relaxed) > 64 << 20 })
+            let other = try TestClient(port: server.port, timeout: 5)
+            var slowest: Duration = .zero
+            for index in 0..<30 {
+                usleep(20_000)
+                let start = ContinuousClock.now
+                try other.send("GET /echo?n=\(index) HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(try other.readResponse().status == 200)
+                slowest = max(slowest, ContinuousClock.now - start)
+            }
+            #expect(slowest < .milliseconds(200), "slowest answer beside the flood: \(slowest)")
+            let stream = try #require(handler.streams.withLock { $0.first })
+            #expect(stream.isOpen, "the flood kept within its limit")
+            stream.close()
+            reading.store(false, ordering: .relaxed)
+            shutdownSocket(fd, Int32(SHUT_RDWR))
+            done.wait()
+        }
+    }
+
     @Test func deliversEventsAndReportsClientClose() throws {
         try withServer { server, handler in
             let client = try TestClient(port: server.port)

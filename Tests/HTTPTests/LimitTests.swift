@@ -7,9 +7,11 @@ import HTTP
 import Testing
 
 @Suite struct LimitTests {
-    private func expectError(_ response: TestClient.Response, _ status: Int, _ code: String) {
+    /// The refusal, as the handler wrote it (status 599 replaced by the refusal's), closing.
+    private func expectError(_ response: TestClient.Response, _ status: Int, _ kind: ProtocolError.Kind) {
         #expect(response.status == status)
-        #expect(response.bodyText.hasPrefix(#"{"error":{"code":"\#(code)","message":""#))
+        #expect(response.headers["X-Refused"] == "\(kind)")
+        #expect(response.bodyText.hasPrefix(#"{"refused":"\#(kind)","message":""#))
         #expect(response.headers["Connection"] == "close")
         #expect(response.headers["Content-Type"] == "application/json; charset=utf-8")
     }
@@ -19,7 +21,7 @@ import Testing
             let client = try TestClient(port: server.port)
             // No line end yet: refused as soon as the limit is passed.
             try client.send("GET /" + String(repeating: "a", count: 200))
-            expectError(try client.readResponse(), 414, "uri_too_long")
+            expectError(try client.readResponse(), 414, .uriTooLong)
             #expect(client.waitForClose())
         }
     }
@@ -28,7 +30,7 @@ import Testing
         try withServer({ $0.maxHeaderBytes = 200 }) { server, _ in
             let client = try TestClient(port: server.port)
             try client.send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "b", count: 300) + "\r\n\r\n")
-            expectError(try client.readResponse(), 431, "headers_too_large")
+            expectError(try client.readResponse(), 431, .headersTooLarge)
             #expect(client.waitForClose())
         }
     }
@@ -37,7 +39,7 @@ import Testing
         try withServer({ $0.maxBodyBytes = 100 }) { server, handler in
             let client = try TestClient(port: server.port)
             try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n" + String(repeating: "z", count: 101))
-            expectError(try client.readResponse(), 413, "payload_too_large")
+            expectError(try client.readResponse(), 413, .payloadTooLarge)
             #expect(client.waitForClose())
             #expect(handler.requestCount.load(ordering: .relaxed) == 0)
         }
@@ -50,7 +52,7 @@ import Testing
             let chunk = "32\r\n" + String(repeating: "c", count: 50) + "\r\n"
             try client.send(chunk + chunk)
             try client.send(chunk)
-            expectError(try client.readResponse(), 413, "payload_too_large")
+            expectError(try client.readResponse(), 413, .payloadTooLarge)
             #expect(client.waitForClose())
         }
     }
@@ -68,7 +70,7 @@ import Testing
             }
             answer = client.buffered
             let response = try client.readResponse()
-            expectError(response, 408, "request_timeout")
+            expectError(response, 408, .requestTimeout)
             #expect(ContinuousClock.now - start < .milliseconds(1500))
             #expect(answer.isEmpty || answer.starts(with: Array("HTTP/1.1 408".utf8)))
             #expect(client.waitForClose())
@@ -79,7 +81,7 @@ import Testing
         try withServer({ $0.bodyTimeout = .milliseconds(300) }) { server, _ in
             let client = try TestClient(port: server.port)
             try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
-            expectError(try client.readResponse(), 408, "request_timeout")
+            expectError(try client.readResponse(), 408, .requestTimeout)
             #expect(client.waitForClose())
         }
     }
@@ -100,7 +102,7 @@ import Testing
             let third = try TestClient(port: server.port)
             let refused = try third.readResponse()
             #expect(refused.status == 503)
-            #expect(refused.bodyText.contains("\"over_capacity\""))
+            #expect(refused.headers["X-Refused"] == "overCapacity")
             #expect(third.waitForClose())
             // The admitted ones still work, and a slot frees up when one leaves.
             try first.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -113,6 +115,28 @@ import Testing
             let fourth = try TestClient(port: server.port)
             try fourth.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(try fourth.readResponse().status == 200)
+        }
+    }
+
+    /// The 503 at the connection limit is written before the request arrives; the request
+    /// (a body of 256 KiB, then one of 4 MiB, more than the socket buffers hold, sent a moment
+    /// later) is read and dropped before the close, so the client sends it whole, then reads
+    /// the whole 503 and a clean close, never a reset.
+    @Test func overCapacityDrainsTheRequestBeforeClosing() throws {
+        try withServer({ $0.maxConnections = 1 }) { server, _ in
+            let admitted = try TestClient(port: server.port)
+            try admitted.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try admitted.readResponse().status == 200)
+            for size in [256 << 10, 4 << 20] {
+                let refused = try TestClient(port: server.port)
+                usleep(100_000)
+                let body = String(repeating: "b", count: size)
+                try refused.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+                let response = try refused.readResponse()
+                #expect(response.status == 503)
+                #expect(response.headers["Connection"] == "close")
+                #expect(refused.readToEnd() == .closed)
+            }
         }
     }
 }

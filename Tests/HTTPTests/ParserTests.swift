@@ -264,14 +264,6 @@ import TestSupport
         #expect(HTTPHeaders([("X", "y")])["x"] == "y")
     }
 
-    @Test func errorBodyIsEscapedJSON() {
-        let response = HTTPResponse.error(status: 400, code: "bad_request", message: "a \"quote\" \\ and\nline\u{01}é")
-        #expect(String(decoding: response.body, as: UTF8.self)
-            == #"{"error":{"code":"bad_request","message":"a \"quote\" \\ and\nline\u0001é"}}"#)
-        #expect(response.headers["Content-Type"] == "application/json; charset=utf-8")
-        #expect(response.status == 400)
-    }
-
     @Test func publicRequestInitDecodesTarget() {
         let request = HTTPRequest(method: "GET", target: "/s%2Fx?a=b+c")
         #expect(request.path == "/s/x")

@@ -82,4 +82,32 @@ import Testing
         }
         #expect(throws: HTTPServerError.self) { try first.start() }
     }
+
+    /// Connections the kernel completed but the server had not yet accepted when shutdown
+    /// began (here: the only loop is busy) get an answer (a 503 refusal, written by the
+    /// handler) and a clean close, never a reset; later clients are refused.
+    @Test func connectionsWaitingInTheBacklogAreAnsweredNotReset() throws {
+        let handler = TestHandler()
+        let server = HTTPServer(
+            configuration: .init(port: 0, loopCount: 1, lingerTimeout: .milliseconds(300)), handler: handler)
+        try server.start()
+        defer { server.finishShutdown(deadline: .now + .seconds(2)) }
+        let busy = try TestClient(port: server.port)
+        try busy.send("GET /block?ms=600 HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(TestHandler.eventually { handler.requestCount.load(ordering: .relaxed) == 1 })
+        // The loop is held: these wait in the listen backlog, requests sent.
+        let waiting = try (0..<6).map { _ in try TestClient(port: server.port) }
+        for client in waiting { try client.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n") }
+        server.beginShutdown()
+        #expect(try busy.readResponse().status == 200)
+        for client in waiting {
+            // Answered by the handler as a refusal, with a clean close after it.
+            #expect(client.readToEnd() == .closed)
+            let answer = String(decoding: client.buffered, as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 503 "), "\(answer)")
+            #expect(answer.contains("X-Refused: shuttingDown\r\n"), "\(answer)")
+        }
+        // New connections are refused once the backlog is drained.
+        #expect(TestHandler.eventually(timeout: 5) { (try? TestClient(port: server.port)) == nil })
+    }
 }

@@ -146,6 +146,28 @@ final class TestClient {
         }
     }
 
+    /// How a connection ended, as `readToEnd` saw it.
+    enum Ending: Equatable {
+        /// A FIN after the bytes: nothing the server sent was lost.
+        case closed
+        /// ECONNRESET: the kernel may have dropped bytes the server sent.
+        case reset
+        /// Still open when the time ran out.
+        case open
+    }
+
+    /// Reads everything until the server closes (buffering it), and says how it closed.
+    func readToEnd(timeout: Double = 3) -> Ending {
+        setTimeout(timeout)
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count == 0 { return .closed }
+            if count < 0 { return errno == ECONNRESET ? .reset : .open }
+            buffer.append(contentsOf: chunk[0..<count])
+        }
+    }
+
     var buffered: [UInt8] { buffer }
 
     func shutdownWrite() { shutdownSocket(fd, Int32(SHUT_WR)) }

@@ -12,11 +12,27 @@ import Synchronization
 /// - `/stream?count=N`: opens an event stream and sends N events;
 /// - `/big?size=N`: N bytes of body;
 /// - `/never`: drops its responder without answering;
+/// - `/block?ms=N`: holds the loop thread for N ms before answering (to fill the backlog);
+/// - `/flood?size=N`: opens an event stream that a thread of its own keeps full of N-byte
+///   events, as fast as the stream takes them, until it closes;
 /// - anything else: echoes method, path, query and body as JSON.
 final class TestHandler: HTTPHandler {
     let streams = Mutex<[EventStream]>([])
     let closeReasons = Mutex<[EventStreamCloseReason]>([])
     let requestCount = Atomic<Int>(0)
+    let refusals = Mutex<[HTTPRefusal]>([])
+
+    func response(to refusal: HTTPRefusal) -> HTTPResponse {
+        refusals.withLock { $0.append(refusal) }
+        return Self.render(refusal)
+    }
+
+    /// How the test handlers write a refusal: what the HTTP layer told them, so a test sees the
+    /// handler wrote it and with what.
+    static func render(_ refusal: HTTPRefusal) -> HTTPResponse {
+        let json = #"{"refused":"\#(refusal.error.kind)","message":"\#(refusal.error.message)","path":"\#(refusal.request?.path ?? "")"}"#
+        return .json(status: 599, Array(json.utf8), headers: ["X-Refused": "\(refusal.error.kind)"])
+    }
 
     func handle(_ request: HTTPRequest, responder: HTTPResponder) {
         requestCount.add(1, ordering: .relaxed)
@@ -38,10 +54,32 @@ final class TestHandler: HTTPHandler {
             responder.respond(HTTPResponse(status: 200, body: [UInt8](repeating: UInt8(ascii: "x"), count: size)))
         case "/never":
             break
+        case "/block":
+            usleep(UInt32(Int(request.queryValue("ms") ?? "") ?? 100) * 1000)
+            responder.respond(Self.echo(request))
+        case "/flood":
+            let stream = responder.startEventStream(headers: ["Content-Type": "text/event-stream"])
+            stream.onClose { reason in self.closeReasons.withLock { $0.append(reason) } }
+            streams.withLock { $0.append(stream) }
+            let size = Int(request.queryValue("size") ?? "") ?? 1024
+            let event = Array("data: \(String(repeating: "f", count: max(0, size - 8)))\n\n".utf8)
+            DispatchQueue(label: "flood").async {
+                // Keeps the queue near the high-water mark: never empty, never over the limit.
+                while stream.isOpen {
+                    if stream.queuedByteCount < Self.floodHighWater {
+                        for _ in 0..<64 { stream.send(event) }
+                    } else {
+                        usleep(100)
+                    }
+                }
+            }
         default:
             responder.respond(Self.echo(request))
         }
     }
+
+    /// Queued bytes below which `/flood` adds more (streamBufferLimit must be well above it).
+    static let floodHighWater = 16 << 20
 
     static func echo(_ request: HTTPRequest) -> HTTPResponse {
         var json = "{\"method\":\"\(request.method)\",\"path\":\"\(request.path)\",\"query\":["
@@ -59,6 +97,10 @@ final class TestHandler: HTTPHandler {
         }
         return condition()
     }
+}
+
+extension HTTPHandler {
+    func response(to refusal: HTTPRefusal) -> HTTPResponse { TestHandler.render(refusal) }
 }
 
 /// Starts a server on an ephemeral port with short test timeouts; `body` runs against it,

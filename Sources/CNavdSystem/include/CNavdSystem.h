@@ -52,6 +52,12 @@ static inline int navd_eventfd_nonblocking(void) {
 /// declaration and `__socklen_t`, the type `socklen_t` names.
 struct sockaddr;
 int navd_accept4_nonblocking(int fd, struct sockaddr *address, __socklen_t *length);
+
+/// Attaches a socket filter that drops every packet to the listening socket `fd`: SYNs of new
+/// connections (their clients retry, then are refused once the socket closes) and the last ACK of
+/// handshakes not yet complete. Connections already complete stay in the accept queue, to be
+/// accepted and answered. 0 on success, -1 with errno.
+int navd_drop_new_connections(int fd);
 #endif
 
 #endif

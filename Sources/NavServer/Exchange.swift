@@ -1,0 +1,79 @@
+import HTTP
+
+/// One request and its answer, as navd accounts for them: the headers every response carries
+/// (`X-Request-ID`, CORS), the metrics and the request log. Answered requests and the ones the
+/// HTTP layer refuses on its own go through it alike.
+struct Exchange: Sendable {
+    /// The client's valid `X-Request-ID`, or one made for this request.
+    let requestID: String
+    /// The client's address, e.g. `127.0.0.1:5555`.
+    let remoteAddress: String
+    /// Nil for a refusal whose head was never read.
+    private let method: String?
+    private let path: String?
+    private let query: [(name: String, value: String)]
+    /// The page's origin (`Origin`), which decides the CORS headers.
+    private let origin: String?
+    private let route: Route?
+    private let started: ContinuousClock.Instant
+    private let handler: APIHandler
+    /// A `?wait=true` request: its latency is mostly the effect it waits for, so it is measured
+    /// apart from ordinary requests.
+    private var waits = false
+
+    /// Query parameters that carry a credential (the token for curl, a stream ticket for
+    /// `EventSource`): never kept, so no log line can show them, in any spelling of their name.
+    static let credentials: Set<String> = ["token", "ticket"]
+
+    /// - Parameter request: its head; nil when the HTTP layer refused it before reading one.
+    init(request: HTTPRequest?, remoteAddress: String, route: Route?, started: ContinuousClock.Instant, handler: APIHandler) {
+        // Two ids would be ambiguous: a fresh one is used instead.
+        let ids = request?.headers.values(RequestID.header) ?? []
+        self.requestID = RequestID.of(ids.count == 1 ? ids[0] : nil)
+        self.remoteAddress = remoteAddress
+        self.method = request?.method
+        self.path = request?.path
+        self.query = request?.query.filter { !Self.credentials.contains($0.name.lowercased()) } ?? []
+        self.origin = request?.headers["Origin"]
+        self.route = route
+        self.started = started
+        self.handler = handler
+    }
+
+    /// This exchange, for a request that waits for its effects.
+    func waiting() -> Exchange {
+        var exchange = self
+        exchange.waits = true
+        return exchange
+    }
+
+    /// The response with the headers every answer carries, accounted for. A refusal is counted
+    /// but not timed: it took no work, and its near-zero latency would only blur everyone else's.
+    func finish(_ response: HTTPResponse, timed: Bool = true) -> HTTPResponse {
+        var response = response
+        for (name, value) in handler.configuration.cors.responseHeaders(origin: origin) { response.headers.set(name, value) }
+        response.headers.set(RequestID.header, requestID)
+        account(response.status, bytes: method == "HEAD" ? 0 : response.body.count, timed: timed)
+        return response
+    }
+
+    /// An event stream's headers: the request id (the caller adds CORS), accounted as a 200.
+    func streamHeaders(_ headers: HTTPHeaders) -> HTTPHeaders {
+        var headers = headers
+        headers.set(RequestID.header, requestID)
+        account(200, bytes: 0, timed: true)
+        return headers
+    }
+
+    private func account(_ status: Int, bytes: Int, timed: Bool) {
+        let seconds = (ContinuousClock.now - started).inSeconds
+        if timed {
+            handler.metrics.requestFinished(route: route, method: method, status: status, seconds: seconds, waited: waits)
+        } else {
+            handler.metrics.requestRefused(route: route, method: method, status: status)
+        }
+        guard handler.log.logsRequests else { return }
+        handler.log.record(.init(id: requestID, remote: remoteAddress, method: method, path: path, query: query,
+                                 status: status, bytes: bytes, seconds: seconds))
+    }
+}
