@@ -42,7 +42,9 @@ enum SQLiteSchema {
         """
 
     /// `events` is a JSON array of `[sequence, kind, data]`, oldest first; `event_bytes` is the
-    /// sum of the events' `data` lengths, what the event buffer's byte bound counts.
+    /// sum of the events' `data` lengths, what the event buffer's byte bound counts, and
+    /// `bytes_through` the session's running total of it, so the rows outside the buffer are
+    /// found from the oldest end without summing the ones inside it.
     private static let journal = """
         CREATE TABLE journal (
             ordinal INTEGER PRIMARY KEY,
@@ -53,7 +55,8 @@ enum SQLiteSchema {
             patch BLOB NOT NULL,
             extras BLOB,
             events TEXT NOT NULL,
-            event_bytes INTEGER NOT NULL
+            event_bytes INTEGER NOT NULL,
+            bytes_through INTEGER NOT NULL
         );
         CREATE INDEX journal_by_session ON journal (session, ordinal);
         """
@@ -62,18 +65,21 @@ enum SQLiteSchema {
     static func migrations(from old: Int) -> String? {
         switch old {
         case 1:
-            // Version 1 kept transactions and events in two tables. Each transaction becomes a
-            // journal row with no events of its own, and each kept event a row with nothing to
-            // replay (version 0, below every snapshot); loading puts events back in order. An
-            // event whose data is not JSON could not be sent again: it is left behind.
+            // Version 1 kept transactions and events in two tables. Each kept event becomes a row
+            // with nothing to replay (version 0, below every snapshot), and each transaction a row
+            // after them with no events of its own; loading puts events back in order. An event
+            // whose data is not JSON could not be sent again: it is left behind.
             """
             \(journal)
-            INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes)
-                SELECT session, version, last_sequence, next_serial, patch, extras, '[]', 0 FROM transactions ORDER BY ordinal;
-            INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes)
+            INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes, bytes_through)
                 SELECT session, 0, sequence, 0, x'', NULL,
-                       json_array(json_array(sequence, kind, json(CAST(data AS TEXT)))), length(data)
+                       json_array(json_array(sequence, kind, json(CAST(data AS TEXT)))), length(data),
+                       sum(length(data)) OVER (PARTITION BY session ORDER BY sequence)
                 FROM events WHERE json_valid(CAST(data AS TEXT)) ORDER BY session, sequence;
+            INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes, bytes_through)
+                SELECT session, version, last_sequence, next_serial, patch, extras, '[]', 0,
+                       coalesce((SELECT max(bytes_through) FROM journal AS kept WHERE kept.session = transactions.session), 0)
+                FROM transactions ORDER BY ordinal;
             DROP TABLE transactions;
             DROP TABLE events;
             PRAGMA user_version = \(version);

@@ -254,8 +254,9 @@ public final class SQLiteSessionStore: SessionStorage {
                 """, [.text(record.id), .blob(record.tokenHash), .text(record.feature), .real(record.created)] + Self.values(snapshot))
         case .transaction(let id, let transaction):
             try database.run("""
-                INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes, bytes_through)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+                        ?8 + coalesce((SELECT bytes_through FROM journal WHERE session = ?1 ORDER BY ordinal DESC LIMIT 1), 0))
                 """, [.text(id), .integer(transaction.version), .integer(transaction.lastSequence), .integer(transaction.nextSerial),
                       .blob(transaction.statePatch), transaction.extras.map { .blob($0) } ?? .null,
                       .utf8(Self.eventArray(transaction.events)), .integer(transaction.events.reduce(0) { $0 + $1.data.count })])
@@ -273,18 +274,19 @@ public final class SQLiteSessionStore: SessionStorage {
     }
 
     /// After a snapshot, the rows it covers are needed only for their events: a row goes once
-    /// every event in it is outside the event buffer, by count or by bytes. Loading trims the
+    /// every event in it is outside the event buffer, by count or by bytes. Both bounds only ever
+    /// move forward, so what goes is everything before the first row still inside both, found
+    /// from the oldest end: the cost is the rows deleted, not the rows kept. Loading trims the
     /// events exactly (`EventRetention.keep`); this only has to never drop one the buffer keeps.
     private func trimJournal(of id: String, through last: Int, in database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
-        try database.run("DELETE FROM journal WHERE session = ? AND last_sequence <= ?", [.text(id), .integer(last - retention.count)])
         try database.run("""
-            DELETE FROM journal WHERE session = ?1 AND ordinal <= (
-                SELECT max(ordinal) FROM (
-                    SELECT ordinal, sum(event_bytes) OVER (ORDER BY ordinal DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS newer
-                    FROM journal WHERE session = ?1
-                ) WHERE newer >= ?2
-            )
-            """, [.text(id), .integer(retention.bytes)])
+            DELETE FROM journal WHERE session = ?1 AND ordinal < coalesce((
+                SELECT ordinal FROM journal
+                WHERE session = ?1 AND last_sequence > ?2
+                  AND bytes_through > (SELECT bytes_through FROM journal WHERE session = ?1 ORDER BY ordinal DESC LIMIT 1) - ?3
+                ORDER BY ordinal LIMIT 1
+            ), 9223372036854775807)
+            """, [.text(id), .integer(last - retention.count), .integer(retention.bytes)])
     }
 
     /// A batch's events as the journal keeps them: `[[sequence, "kind", data], …]`. `data` is
