@@ -205,7 +205,7 @@ final class APIHandler: HTTPHandler {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let ifMatch = try Self.ifMatch(request)
         let wait = try Self.wait(request, limit: configuration.waitTimeout)
-        let change: @Sendable (NavigationSession) async throws(NavigationError) -> NavigationSession.Outcome
+        let change: @Sendable (isolated NavigationSession) throws(NavigationError) -> NavigationSession.Outcome
         switch route {
         case .actions:
             let body = try RequestBody.object(request, allowed: ["target", "action", "args"])
@@ -213,18 +213,18 @@ final class APIHandler: HTTPHandler {
             let action = try RequestBody.string(body, "action")
             let arguments = body["args"]
             change = { session throws(NavigationError) in
-                try await session.perform(target: target, action: action, arguments: arguments, ifMatch: ifMatch)
+                try session.perform(target: target, action: action, arguments: arguments, ifMatch: ifMatch)
             }
         case .binding:
             guard let value = try RequestBody.json(request) else { throw APIError(400, "missing_body", "send the new value as the JSON body") }
             let (target, field) = (parameters[1], parameters[2])
-            change = { session throws(NavigationError) in try await session.bind(target: target, field: field, value: value, ifMatch: ifMatch) }
+            change = { session throws(NavigationError) in try session.bind(target: target, field: field, value: value, ifMatch: ifMatch) }
         case .dismiss:
             let body = try RequestBody.object(request, allowed: ["button"], required: false)
             let button = try RequestBody.optionalString(body, "button")
             let presentation = parameters[1]
             change = { session throws(NavigationError) in
-                try await session.dismiss(presentation: presentation, button: button, ifMatch: ifMatch)
+                try session.dismiss(presentation: presentation, button: button, ifMatch: ifMatch)
             }
         case .pop:
             // An empty body is the Back button: one screen.
@@ -239,16 +239,16 @@ final class APIHandler: HTTPHandler {
             case (nil, let to?): throw APIError.invalidBody("body.to", "expected an element id string, found \(to.typeName)")
             }
             let stack = parameters[1]
-            change = { session throws(NavigationError) in try await session.pop(stack: stack, pop, ifMatch: ifMatch) }
+            change = { session throws(NavigationError) in try session.pop(stack: stack, pop, ifMatch: ifMatch) }
         case .push:
             let body = try RequestBody.object(request, allowed: ["value"])
             guard let value = body["value"] else { throw APIError.invalidBody("body.value", "missing; expected a path value such as {\"settings\":{}}") }
             let target = parameters[1]
-            change = { session throws(NavigationError) in try await session.push(from: target, value: value, ifMatch: ifMatch) }
+            change = { session throws(NavigationError) in try session.push(from: target, value: value, ifMatch: ifMatch) }
         case .state:
             let body = try RequestBody.object(request, allowed: ["state"])
             guard let state = body["state"] else { throw APIError.invalidBody("body.state", "missing; expected the feature's state") }
-            change = { session throws(NavigationError) in try await session.replaceState(state, ifMatch: ifMatch) }
+            change = { session throws(NavigationError) in try session.replaceState(state, ifMatch: ifMatch) }
         default:
             throw APIError(404, "not_found", "no such endpoint")
         }
@@ -256,9 +256,12 @@ final class APIHandler: HTTPHandler {
         let answer = wait == nil ? answer : answer.waiting()
         Task {
             do throws(NavigationError) {
-                var outcome = try await session.durable(try await change(session))
-                if let wait { outcome = try await session.durable(await session.waitForEffects(of: outcome, timeout: wait)) }
-                answer.send(.json(status: 200, Self.outcomeBody(outcome), headers: ["ETag": "\"\(outcome.version)\""]))
+                // On the session's actor throughout, the answer included (it only queues bytes).
+                try await session.run { session throws(NavigationError) in
+                    var outcome = try await session.durable(try change(session))
+                    if let wait { outcome = try await session.durable(await session.waitForEffects(of: outcome, timeout: wait)) }
+                    answer.send(.json(status: 200, Self.outcomeBody(outcome), headers: ["ETag": "\"\(outcome.version)\""]))
+                }
             } catch {
                 // A session the shutdown just ended or suspended is not gone: try again later.
                 answer.fail(lifecycle.isShuttingDown ? .shuttingDown : APIError(error))

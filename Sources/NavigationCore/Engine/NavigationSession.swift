@@ -368,6 +368,12 @@ public actor NavigationSession {
 
     // MARK: - Durability
 
+    /// Runs `body` on the session's actor from start to end: a request's change, its wait until
+    /// the change is durable and its answer take one hop onto the actor, not one per step.
+    public func run<T: Sendable>(_ body: @Sendable (isolated NavigationSession) async throws(NavigationError) -> T) async throws(NavigationError) -> T {
+        try await body(self)
+    }
+
     /// Waits until what `outcome` changed is durable. Without a journal, at once.
     public func durable(_ outcome: Outcome) async throws(NavigationError) -> Outcome {
         // A failed write rolled the session back after this change was made: it never happened,
