@@ -1,3 +1,4 @@
+import Dispatch
 import NavigationCore
 import SessionStorage
 import Synchronization
@@ -77,20 +78,42 @@ final class SessionPersistence: Sendable {
 
     /// Brings back every stored session. A record that cannot be read is skipped and counted;
     /// the rest load.
+    ///
+    /// Rebuilding a session (decoding its state, deriving its tree) is most of a restart's time,
+    /// and sessions do not depend on each other: they are rebuilt a batch at a time on every core,
+    /// while the store is read on one thread.
     func recover(catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics,
                  report: (String, String) -> Void) throws(StorageError) -> [HostedSession] {
         guard let storage else { return [] }
         var sessions: [HostedSession] = []
         var failed: [(String, String)] = []
-        let undecodable = try storage.load { stored in
-            do throws(RecoveryError) {
-                let navigation = try restore(stored, catalog: catalog, limits: limits)
-                sessions.append(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash,
-                                              navigation: navigation, events: SessionEvents(metrics: metrics)))
-            } catch {
-                failed.append((stored.record.id, error.description))
+        var batch: [StoredSession] = []
+        func rebuildBatch() {
+            let rebuilt = RecoveryBatch(count: batch.count)
+            DispatchQueue.concurrentPerform(iterations: batch.count) { [batch] index in
+                let stored = batch[index]
+                do throws(RecoveryError) {
+                    let navigation = try restore(stored, catalog: catalog, limits: limits)
+                    rebuilt.set(index, .success(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash,
+                                                              navigation: navigation, events: SessionEvents(metrics: metrics))))
+                } catch {
+                    rebuilt.set(index, .failure(error))
+                }
             }
+            for (stored, result) in zip(batch, rebuilt.results) {
+                switch result {
+                case .success(let session)?: sessions.append(session)
+                case .failure(let error)?: failed.append((stored.record.id, error.description))
+                case nil: failed.append((stored.record.id, "not rebuilt"))
+                }
+            }
+            batch.removeAll(keepingCapacity: true)
         }
+        let undecodable = try storage.load { stored in
+            batch.append(stored)
+            if batch.count == RecoveryBatch.size { rebuildBatch() }
+        }
+        rebuildBatch()
         failed += undecodable.map { ($0, "the stored record does not decode") }
         for (id, reason) in failed { report(id, reason) }
         failedRecords.store(failed.count, ordering: .relaxed)
@@ -152,6 +175,27 @@ final class SessionPersistence: Sendable {
         single("navd_store_bytes", "Bytes the session store takes on disk (database and log).", statistics.bytesOnDisk)
         return out.text
     }
+}
+
+/// Sessions being rebuilt side by side: each index is written by one worker only, and read
+/// once they have all finished.
+private final class RecoveryBatch: @unchecked Sendable {
+    static let size = 256
+    private let slots: UnsafeMutableBufferPointer<Result<HostedSession, RecoveryError>?>
+
+    init(count: Int) {
+        slots = .allocate(capacity: count)
+        slots.initialize(repeating: nil)
+    }
+
+    deinit {
+        slots.deinitialize()
+        slots.deallocate()
+    }
+
+    func set(_ index: Int, _ result: Result<HostedSession, RecoveryError>) { slots[index] = result }
+
+    var results: [Result<HostedSession, RecoveryError>?] { Array(slots) }
 }
 
 /// A session's batches, written to the store as its transactions.
