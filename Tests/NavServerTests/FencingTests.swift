@@ -20,7 +20,9 @@ struct FencingTests {
         var configuration = ServerConfiguration()
         configuration.store = .postgres
         configuration.databaseURL = url
-        let opened = try #require(try NavigationServer.openStorage(configuration) as? any SharedSessionStorage)
+        // libpq's connect blocks: off the cooperative pool, which other tests' servers share.
+        let settings = configuration
+        let opened = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
         return try await TestServer(storage: deaf ? Deaf(opened) : opened) {
             $0.store = .postgres
             $0.databaseURL = url
@@ -28,7 +30,7 @@ struct FencingTests {
     }
 
     @Test func theNodeThatWasTakenOverAnswers404WritesNothingAndClosesItsStreamsWithoutEnd() async throws {
-        let url = try PostgresServer.freshDatabase()
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
         let a = try await Self.node(url, deaf: true)
         let b = try await Self.node(url)
         let (id, token) = try await a.session("counter")
@@ -49,7 +51,7 @@ struct FencingTests {
         #expect(refused.json["error"]?["code"]?.stringValue == "session_not_found")
         let closing = try await stream.readEventsUntilClosed()
         #expect(!closing.contains { $0.name == "end" }, "the session is not over: its stream closes without end")
-        #expect(try Self.query(url, "SELECT string_agg(version::text, ',' ORDER BY ordinal) FROM navd_transactions") == ["1,2"],
+        #expect(try await Self.query(url, "SELECT string_agg(version::text, ',' ORDER BY ordinal) FROM navd_transactions") == ["1,2"],
                 "the fenced-off node wrote nothing")
         #expect(try await a.client().request("GET", "/metrics").text.contains("navd_sessions_released_total 1\n"))
 
@@ -60,13 +62,13 @@ struct FencingTests {
         let back = try await a.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
         #expect(back.status == 200)
         #expect(back.json["version"]?.intValue == 3)
-        #expect(try Self.query(url, "SELECT epoch FROM navd_sessions") == ["3"], "created (1), claimed by b (2), claimed back (3)")
+        #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["3"], "created (1), claimed by b (2), claimed back (3)")
         await a.stop()
         await b.stop()
     }
 
     @Test func racingNodesNeverBothCommitAVersionAndLoseNothingAcknowledged() async throws {
-        let url = try PostgresServer.freshDatabase()
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
         let nodes = [try await Self.node(url), try await Self.node(url)]
         let (id, token) = try await nodes[0].session("counter")
         // Each worker alternates between the nodes: the session is claimed back and forth.
@@ -95,8 +97,9 @@ struct FencingTests {
         for node in nodes { await node.stop() }
     }
 
-    static func query(_ url: String, _ sql: String) throws -> [String] {
-        try PostgresServer.shared().query(sql, database: String(url.split(separator: "/").last ?? ""))
+    static func query(_ url: String, _ sql: String) async throws -> [String] {
+        let database = String(url.split(separator: "/").last ?? "")
+        return try await offThePool { try PostgresServer.shared().query(sql, database: database) }
     }
 }
 
