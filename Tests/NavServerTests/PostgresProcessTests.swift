@@ -11,7 +11,7 @@ import TestSupport
 
     @Test(.enabled(if: PostgresServer.isAvailable, "no PostgreSQL server could be started here (initdb/pg_ctl missing, or no user to run it as)"))
     func killMinusNineKeepsStateTreeAndEventIDs() async throws {
-        let url = try PostgresServer.freshDatabase()
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
         let first = try Running(Self.flags + ["--database-url", url])
         try first.waitUntilListening()
         let (id, token) = try await DurableProcessTests.createCounter(port: first.port)
