@@ -41,7 +41,9 @@ class World:
         self.lock = threading.Lock()
         self.failures = []
         self.notes = {}
+        # Clients stop first; subscribers once they have caught up.
         self.stopping = threading.Event()
+        self.unsubscribing = threading.Event()
 
     def fail(self, message):
         with self.lock:
@@ -206,7 +208,7 @@ def drive(world, port, sessions, pause):
 
 def subscribe(world, port, session):
     """Follows the session's stream through nginx, reconnecting with Last-Event-ID."""
-    while not world.stopping.is_set():
+    while not world.unsubscribing.is_set():
         try:
             stream = EventStream(port, session, last_event_id=session.seen, timeout=5)
         except Inconsistency as refusal:
@@ -220,7 +222,7 @@ def subscribe(world, port, session):
             continue
         first = True
         try:
-            while not world.stopping.is_set():
+            while not world.unsubscribing.is_set():
                 event = stream.next_event(0.5)
                 if event is None:
                     continue
@@ -326,9 +328,22 @@ def main():
         # nginx tries a failed node again after fail_timeout (2 s), then it gets its share back.
         time.sleep(5)
         world.stopping.set()
-        for thread in threads:
+        drivers = threads[len(sessions):]
+        for thread in drivers:
+            thread.join(timeout=10)
+        # Every subscriber gets the last acknowledged events (5 s at most), then stops.
+        deadline = time.monotonic() + RECOVERY_SECONDS
+        while time.monotonic() < deadline and any((s.seen or 0) < s.last_acknowledged_event for s in sessions):
+            time.sleep(0.05)
+        world.unsubscribing.set()
+        for thread in threads[:len(sessions)]:
             thread.join(timeout=10)
 
+        # One request per session, with nobody else moving them: each is where nginx sends it.
+        client = Client(arguments.nginx_port)
+        for session in sessions:
+            client.json("GET", f"/sessions/{session.id}/navigation", session.token)
+        client.close()
         back = victim.metric("navd_sessions_open")
         print(f"cluster-test: {int(back)} of {len(sessions)} sessions moved back to {victim.name} "
               f"(it held {int(held[0])} before the kill)", flush=True)
@@ -361,6 +376,7 @@ def main():
         world.fail(f"{type(error).__name__}: {error}")
     finally:
         world.stopping.set()
+        world.unsubscribing.set()
         for node in nodes:
             node.stop()
     acknowledged = sum(session.acknowledged for session in sessions) if "sessions" in locals() else 0

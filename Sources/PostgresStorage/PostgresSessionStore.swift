@@ -76,13 +76,32 @@ public final class PostgresSessionStore: SharedSessionStorage {
     /// One transaction holding an advisory lock: nodes that start together migrate one after
     /// the other, and each finds the work done or does it. Returns the schema version found.
     private static func migrate(_ connection: PostgresConnection) throws(PostgresConnection.Failure) -> Int {
+        // A node that starts while others serve may lose a lock wait to them (a deadlock is
+        // reported to one side): it tries again rather than failing to start.
+        var attempt = 0
+        while true {
+            do throws(PostgresConnection.Failure) {
+                return try migrateOnce(connection)
+            } catch where attempt < 4 && ["40P01", "40001", "55P03"].contains(error.sqlState ?? "") {
+                attempt += 1
+            }
+        }
+    }
+
+    private static func migrateOnce(_ connection: PostgresConnection) throws(PostgresConnection.Failure) -> Int {
         try connection.execute("BEGIN")
         do throws(PostgresConnection.Failure) {
             try connection.run("SELECT pg_advisory_xact_lock($1)", [.integer(PostgresSchema.migrationLock)])
-            // "already exists, skipping" on every start is not news for the log.
-            try connection.execute("SET LOCAL client_min_messages TO warning")
-            try connection.execute(PostgresSchema.create)
-            let version = try connection.integer("SELECT version::bigint FROM navd_schema WHERE id = 1")
+            // Up to date: no DDL at all, so a node starting beside serving ones takes no lock
+            // on their tables (ALTER TABLE locks the table even when the column exists).
+            let exists = try connection.integer("SELECT (to_regclass('navd_schema') IS NOT NULL)::int::bigint") == 1
+            var version = exists ? try connection.integer("SELECT coalesce(max(version), 0)::bigint FROM navd_schema") : 0
+            if version < PostgresSchema.version {
+                // "already exists, skipping" is not news for the log.
+                try connection.execute("SET LOCAL client_min_messages TO warning")
+                try connection.execute(PostgresSchema.create)
+                version = try connection.integer("SELECT version::bigint FROM navd_schema WHERE id = 1")
+            }
             // A newer schema is left as it is: this navd refuses it.
             try connection.execute(version <= PostgresSchema.version ? "COMMIT" : "ROLLBACK")
             return version
