@@ -68,7 +68,7 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "SessionStorageTests", dependencies: ["SessionStorage", "SQLiteStorage", "PostgresStorage", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationClientTests", dependencies: ["NavigationClient", "NavServer", "DemoHost", "SQLiteStorage", "SessionStorage", "TestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "NavServerTests", dependencies: ["NavServer", "DemoHost", "Features", "NavigationCore", "HTTP", "TestSupport", "WebClient"], swiftSettings: swiftSettings),
+        .testTarget(name: "NavServerTests", dependencies: ["NavServer", "DemoHost", "Features", "NavigationCore", "HTTP", "SessionStorage", "TestSupport", "WebClient"], swiftSettings: swiftSettings),
     ],
     swiftLanguageModes: [.v6]
 )

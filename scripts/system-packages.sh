@@ -3,12 +3,17 @@
 # reached through system-library targets (SQLite for the session store, libpq for the PostgreSQL
 # store, OpenSSL's libcrypto for token hashes, libcurl for the fact service). With --test, also
 # what the test command uses: postgresql (the tests start a private server of their own),
-# prometheus (for promtool), Node.js (the JavaScript client's tests), Chromium and its
-# driver (the inspector's browser tests). Called by scripts/serve.sh and scripts/test.sh
-# (--test); a no-op when everything is there.
+# nginx (the cluster test puts it in front of three nodes), prometheus (for promtool),
+# Node.js (the JavaScript client's tests), Chromium and its
+# driver (the inspector's browser tests); with --cluster, only postgresql and nginx. Called by
+# scripts/serve.sh, scripts/test.sh (--test) and scripts/cluster-test.sh (--cluster); a no-op
+# when everything is there.
 set -euo pipefail
 packages=(libsqlite3-dev libpq-dev libssl-dev libcurl4-openssl-dev pkg-config)
-if [[ ${1:-} == --test ]]; then packages+=(postgresql prometheus nodejs chromium chromium-driver); fi
+case ${1:-} in
+  --test) packages+=(postgresql nginx prometheus nodejs chromium chromium-driver) ;;
+  --cluster) packages+=(postgresql nginx) ;;
+esac
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -29,7 +34,10 @@ trap 'rm -f "$log"' EXIT
 if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
   "${as_root[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
-# Likewise the postgresql package's own cluster: the tests start a private one on loopback.
-if [[ " ${missing[*]} " == *" postgresql "* ]] && command -v systemctl >/dev/null; then
-  "${as_root[@]}" systemctl disable --now postgresql >/dev/null 2>&1 || true
-fi
+# Likewise the postgresql package's own cluster and nginx's default site: the tests start
+# private ones on loopback.
+for service in postgresql nginx; do
+  if [[ " ${missing[*]} " == *" $service "* ]] && command -v systemctl >/dev/null; then
+    "${as_root[@]}" systemctl disable --now "$service" >/dev/null 2>&1 || true
+  fi
+done

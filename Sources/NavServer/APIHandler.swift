@@ -16,6 +16,7 @@ final class APIHandler: HTTPHandler {
     let persistence: SessionPersistence
     /// The files served as they are, `/openapi.yaml` describing this server's own features.
     let assets: [String: WebAsset]
+    let claims = SessionClaims()
 
     init(catalog: FeatureCatalog, store: SessionStore, metrics: Metrics, log: RequestLog,
          configuration: ServerConfiguration, lifecycle: Lifecycle, persistence: SessionPersistence) {
@@ -88,27 +89,111 @@ final class APIHandler: HTTPHandler {
         case .sessions:
             try createSession(request, answer)
         default:
+            if persistence.shared != nil, store.session(parameters[0]) == nil {
+                return try claimThenServe(route, parameters, request, answer)
+            }
             let hosted = try authorize(parameters[0], request, allowQueryToken: route == .events)
             hosted.touch()
             try sessionRoute(route, parameters, hosted, request, answer)
         }
     }
 
+    // MARK: - Sessions other nodes may hold
+
+    /// A session this node does not hold, on a store several nodes share: loaded and taken over
+    /// when the request's token opens it, then served like any other. Another node that held
+    /// it lets it go. A stream ticket cannot open it: tickets live on the node that issued them.
+    private func claimThenServe(_ route: Route, _ parameters: [String], _ request: HTTPRequest, _ answer: Answer) throws(APIError) {
+        let id = parameters[0]
+        guard Identifiers.isSessionID(id) else { throw .unknownSession(id) }
+        guard !lifecycle.isShuttingDown else { throw .shuttingDown }
+        guard store.hasRoom() else { throw .overCapacity(sessions: store.limit ?? 0) }
+        let allowQueryToken = route == .events
+        let token = Self.presentedToken(request, allowQueryToken: allowQueryToken)
+        let ticket = request.headers["Authorization"] == nil && allowQueryToken && request.queryValue("ticket") != nil
+        Task {
+            do throws(APIError) {
+                try await claim(id, token: token, ticket: ticket)
+                let hosted = try authorize(id, request, allowQueryToken: allowQueryToken)
+                hosted.touch()
+                try sessionRoute(route, parameters, hosted, request, answer)
+            } catch {
+                answer.fail(error)
+            }
+        }
+    }
+
+    /// Makes sure session `id` is held here, claiming it from the shared store if need be; one
+    /// claim per session at a time on this node.
+    private func claim(_ id: String, token: String?, ticket: Bool) async throws(APIError) {
+        while store.session(id) == nil {
+            guard await claims.begin(id) else { continue }
+            let log = log
+            let claimed = await persistence.claim(id, token: token, catalog: catalog, limits: configuration.sessionLimits, metrics: metrics) {
+                log.note(.warn, "session_unclaimable", [("session", .string($0)), ("reason", .string($1))])
+            }
+            var refusal: APIError?
+            switch claimed {
+            case .hosted(let hosted):
+                if !(await install(hosted)) { refusal = .overCapacity(sessions: store.limit ?? 0) }
+            case .notFound: refusal = .unknownSession(id)
+            case .refused: refusal = ticket ? .invalidTicket : .unauthorized
+            case .failed: refusal = APIError(.storageUnavailable)
+            }
+            claims.finish(id)
+            if let refusal { throw refusal }
+        }
+    }
+
+    /// Hosts a session just claimed: its streams wired before anyone can find it, then what its
+    /// previous owner's effects left unfinished settled, as after a restart.
+    private func install(_ hosted: HostedSession) async -> Bool {
+        await attachEvents(hosted)
+        guard store.insert(hosted) else {
+            await hosted.navigation.suspend()
+            return false
+        }
+        _ = try? await hosted.navigation.settleEffects()
+        return true
+    }
+
+    /// Lets session `id` go if this node holds it with an epoch under `epoch`: another node took
+    /// it over (or deleted it). Its streams close without `end`, as at shutdown: the session is
+    /// not over, and their clients reconnect with `Last-Event-ID` through the router to the
+    /// node that owns it now, which resumes them. The next request for it here claims it again.
+    func release(_ id: String, olderThan epoch: Int) {
+        guard let hosted = store.remove(id, olderThan: epoch) else { return }
+        persistence.noteReleased()
+        hosted.events.closeAll()
+        memory.sessionEnded()
+        Task {
+            await hosted.navigation.suspend()
+            // A stream that was attaching meanwhile.
+            hosted.events.closeAll()
+        }
+    }
+
+    /// The bearer token a request presents, from `Authorization` or, on the event stream,
+    /// `?token=`; nil when there is none (or a stream ticket instead).
+    private static func presentedToken(_ request: HTTPRequest, allowQueryToken: Bool) -> String? {
+        if let header = request.headers["Authorization"] {
+            let parts = header.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+            return String(parts[1]).filter { $0 != " " }
+        }
+        guard allowQueryToken, request.queryValue("ticket") == nil else { return nil }
+        return request.queryValue("token")
+    }
+
     /// The `Authorization` header counts when present; otherwise the event stream also takes a
     /// one-time `?ticket=` (used up by `GET`, only checked by `HEAD`) or the token as `?token=`.
     private func authorize(_ id: String, _ request: HTTPRequest, allowQueryToken: Bool) throws(APIError) -> HostedSession {
         guard let hosted = store.session(id) else { throw .unknownSession(id) }
-        var token: String?
-        if let header = request.headers["Authorization"] {
-            let parts = header.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" { token = String(parts[1]).filter { $0 != " " } }
-        } else if allowQueryToken, let ticket = request.queryValue("ticket") {
+        if request.headers["Authorization"] == nil, allowQueryToken, let ticket = request.queryValue("ticket") {
             guard hosted.tickets.redeem(ticket, consume: request.method == "GET") else { throw .invalidTicket }
             return hosted
-        } else if allowQueryToken {
-            token = request.queryValue("token")
         }
-        guard hosted.accepts(token) else { throw .unauthorized }
+        guard hosted.accepts(Self.presentedToken(request, allowQueryToken: allowQueryToken)) else { throw .unauthorized }
         return hosted
     }
 
@@ -132,7 +217,9 @@ final class APIHandler: HTTPHandler {
             throw APIError(error)
         }
         let token = Identifiers.token()
+        // On a shared store, the node that creates a session owns it until another claims it.
         let hosted = HostedSession(id: Identifiers.sessionID(), tokenHash: TokenHash.sha256(Array(token.utf8)),
+                                   epoch: persistence.shared == nil ? nil : SessionEpoch.created,
                                    navigation: navigation, events: SessionEvents(metrics: metrics))
         guard store.insert(hosted) else {
             throw .overCapacity(sessions: store.limit ?? 0)
@@ -141,7 +228,7 @@ final class APIHandler: HTTPHandler {
         Task {
             await attachEvents(hosted)
             // A 201 means the session is durable: it is written with its first snapshot first.
-            if let journal = persistence.journal(for: hosted.id) {
+            if let journal = persistence.journal(for: hosted.id, epoch: hosted.epoch) {
                 let first = await navigation.makeDurable(journal: journal)
                 let record = SessionRecord(id: hosted.id, tokenHash: hosted.tokenHash, feature: feature, created: Self.wallClock())
                 guard await persistence.commit([.create(record, SessionPersistence.snapshot(first))]) else {
@@ -166,8 +253,12 @@ final class APIHandler: HTTPHandler {
             let (store, memory, persistence) = (store, memory, persistence)
             Task {
                 // Gone from the store first: a 204 means it stays gone after a restart.
-                guard await persistence.commit([.delete(id: hosted.id)]) else {
-                    return answer.fail(APIError(.storageUnavailable))
+                switch await persistence.commit([.delete(id: hosted.id)], of: hosted) {
+                case .durable: break
+                case .failed: return answer.fail(APIError(.storageUnavailable))
+                case .lost:
+                    release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1)
+                    return answer.fail(.unknownSession(hosted.id))
                 }
                 store.remove(hosted.id)
                 await session.end(.deleted)
@@ -195,13 +286,14 @@ final class APIHandler: HTTPHandler {
             // A credential: no cache may keep it.
             answer.send(.json(status: 201, body.bytes, headers: ["Cache-Control": "no-store"]))
         default:
-            try mutate(route, parameters, session, request, answer)
+            try mutate(route, parameters, hosted, request, answer)
         }
     }
 
     /// Every request that changes a session answers `{"version","events"}`.
-    private func mutate(_ route: Route, _ parameters: [String], _ session: NavigationSession,
+    private func mutate(_ route: Route, _ parameters: [String], _ hosted: HostedSession,
                         _ request: HTTPRequest, _ answer: Answer) throws(APIError) {
+        let session = hosted.navigation
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let ifMatch = try Self.ifMatch(request)
         let wait = try Self.wait(request, limit: configuration.waitTimeout)
@@ -254,6 +346,7 @@ final class APIHandler: HTTPHandler {
         }
         // A request that waits is measured apart: its latency is mostly its effects'.
         let answer = wait == nil ? answer : answer.waiting()
+        let store = store
         Task {
             do throws(NavigationError) {
                 // On the session's actor throughout, the answer included (it only queues bytes).
@@ -263,8 +356,16 @@ final class APIHandler: HTTPHandler {
                     answer.send(.json(status: 200, Self.outcomeBody(outcome), headers: ["ETag": "\"\(outcome.version)\""]))
                 }
             } catch {
-                // A session the shutdown just ended or suspended is not gone: try again later.
-                answer.fail(lifecycle.isShuttingDown ? .shuttingDown : APIError(error))
+                if lifecycle.isShuttingDown {
+                    // A session the shutdown just ended or suspended is not gone: try again later.
+                    answer.fail(.shuttingDown)
+                } else if hosted.epoch != nil, store.session(hosted.id) !== hosted {
+                    // Another node took it over and this write was fenced off: nothing changed,
+                    // and this node answers as for a session it never had.
+                    answer.fail(.unknownSession(hosted.id))
+                } else {
+                    answer.fail(APIError(error))
+                }
             }
         }
     }

@@ -13,11 +13,14 @@ final class HostedSession: Sendable {
     let tickets = StreamTickets()
     /// Only the token's hash is kept, in memory as on disk.
     let tokenHash: [UInt8]
+    /// The fencing epoch this node holds it with, on a store several nodes share; nil otherwise.
+    let epoch: Int?
     private let lastActive: Atomic<Int64>
 
-    init(id: String, tokenHash: [UInt8], navigation: NavigationSession, events: SessionEvents) {
+    init(id: String, tokenHash: [UInt8], epoch: Int?, navigation: NavigationSession, events: SessionEvents) {
         self.id = id
         self.tokenHash = tokenHash
+        self.epoch = epoch
         self.feature = navigation.feature
         self.navigation = navigation
         self.events = events
@@ -46,6 +49,12 @@ final class HostedSession: Sendable {
 enum Identifiers {
     static func sessionID() -> String { hex(bytes: 16) }
     static func token() -> String { hex(bytes: 32) }
+
+    /// Whether `id` could be one `sessionID()` made: anything else is no session, without asking
+    /// a shared store.
+    static func isSessionID(_ id: String) -> Bool {
+        id.utf8.count == 32 && id.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+    }
 
     private static func hex(bytes count: Int) -> String {
         var generator = SystemRandomNumberGenerator()
@@ -95,5 +104,43 @@ final class SessionStore: Sendable {
     @discardableResult
     func remove(_ id: String) -> HostedSession? {
         sessions.withLock { $0.removeValue(forKey: id) }
+    }
+
+    /// Removes session `id` if it is held with an epoch under `epoch`.
+    func remove(_ id: String, olderThan epoch: Int) -> HostedSession? {
+        sessions.withLock { sessions in
+            guard let held = sessions[id], let heldEpoch = held.epoch, heldEpoch < epoch else { return nil }
+            return sessions.removeValue(forKey: id)
+        }
+    }
+}
+
+/// Claims in flight on this node, by session: a request for a session already being claimed
+/// waits for that claim instead of taking the session over a second time.
+final class SessionClaims: Sendable {
+    private let inFlight = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
+
+    /// `true`: the caller claims `id` and calls `finish(id)` after. `false`: another claim of
+    /// it was in flight and has finished; look for the session again.
+    func begin(_ id: String) async -> Bool {
+        let first = inFlight.withLock { inFlight -> Bool in
+            guard inFlight[id] == nil else { return false }
+            inFlight[id] = []
+            return true
+        }
+        if first { return true }
+        await withCheckedContinuation { (waiting: CheckedContinuation<Void, Never>) in
+            let queued = inFlight.withLock { inFlight -> Bool in
+                guard inFlight[id] != nil else { return false }
+                inFlight[id, default: []].append(waiting)
+                return true
+            }
+            if !queued { waiting.resume() }
+        }
+        return false
+    }
+
+    func finish(_ id: String) {
+        for waiting in inFlight.withLock({ $0.removeValue(forKey: id) }) ?? [] { waiting.resume() }
     }
 }

@@ -85,9 +85,16 @@ public final class NavigationServer: Sendable {
     }
 
     /// Brings back the stored sessions, then starts listening. A store that cannot be read
-    /// throws `StorageError`: never start silently empty.
+    /// throws `StorageError`: never start silently empty. On a store several nodes share,
+    /// nothing is loaded at start: each session is claimed by the node its requests reach.
     public func start() async throws {
-        try await recoverSessions()
+        if let shared = handler.persistence.shared {
+            let handler = handler
+            handler.persistence.onLost { handler.release($0, olderThan: $1) }
+            shared.onTakeover { handler.release($0, olderThan: $1) }
+        } else {
+            try await recoverSessions()
+        }
         try http.start()
         scheduleHousekeeping()
         handler.lifecycle.markReady()
@@ -197,7 +204,14 @@ public final class NavigationServer: Sendable {
                 try? await Task.sleep(for: min(ttl, .seconds(15)))
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
                     // Gone from the store first; a failed delete is tried again next round.
-                    guard await handler.persistence.commit([.delete(id: hosted.id)]) else { continue }
+                    switch await handler.persistence.commit([.delete(id: hosted.id)], of: hosted) {
+                    case .durable: break
+                    case .failed: continue
+                    case .lost:
+                        // Another node has it now, and may be using it: only this copy goes.
+                        handler.release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1)
+                        continue
+                    }
                     if handler.store.remove(hosted.id) != nil {
                         await hosted.navigation.end(.expired)
                         handler.memory.sessionEnded()

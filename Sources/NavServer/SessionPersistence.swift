@@ -6,23 +6,70 @@ import Synchronization
 /// How the server keeps its sessions: in a store (durable, the default) or nowhere
 /// (`--store memory`). Everything that writes to the store goes through here, so the
 /// store's health is known in one place: `/readyz` answers 503 while writes fail.
+///
+/// On a store several nodes share, sessions are claimed on demand rather than recovered at
+/// start, every write of a session is fenced with the epoch it was claimed with, and a write
+/// that finds the session taken over tells the server to let it go (`onLost`).
 final class SessionPersistence: Sendable {
     let storage: (any SessionStorage)?
+    /// The same store, when several nodes share it.
+    let shared: (any SharedSessionStorage)?
     private let failing = Atomic<Bool>(false)
     private let failedRecords = Atomic<Int>(0)
     private let recovered = Atomic<Int>(0)
     fileprivate let notices = DurableNotices()
+    private let claimed = Atomic<Int>(0)
+    private let released = Atomic<Int>(0)
+    private let lost = Mutex<(@Sendable (_ id: String, _ olderThan: Int) -> Void)?>(nil)
 
     init(storage: (any SessionStorage)?) {
         self.storage = storage
+        self.shared = storage as? any SharedSessionStorage
     }
 
     var isDurable: Bool { storage != nil }
     var isAvailable: Bool { !failing.load(ordering: .relaxed) }
 
-    /// The journal a durable session writes its batches to.
-    func journal(for id: String) -> (any SessionJournal)? {
-        storage.map { StorageJournal(id: id, storage: $0, persistence: self) }
+    /// The journal a durable session writes its batches to; with `epoch`, each write is fenced.
+    func journal(for id: String, epoch: Int?) -> (any SessionJournal)? {
+        storage.map { StorageJournal(id: id, epoch: epoch, storage: $0, persistence: self) }
+    }
+
+    /// Called when a write found session `id` taken over: holders of an epoch under `olderThan`
+    /// let it go. Set once, before the first session is hosted.
+    func onLost(_ body: @escaping @Sendable (_ id: String, _ olderThan: Int) -> Void) {
+        lost.withLock { $0 = body }
+    }
+
+    /// A write of epoch `epoch` was fenced off.
+    fileprivate func fencedOff(_ id: String, epoch: Int) {
+        lost.withLock { $0 }?(id, epoch + 1)
+    }
+
+    /// Counts a session let go because another node took it over.
+    func noteReleased() {
+        released.add(1, ordering: .relaxed)
+    }
+
+    /// What a fenced commit came to.
+    enum Committed {
+        case durable
+        /// The store refused the write (disk full, I/O error, unreachable).
+        case failed
+        /// Another node owns the session now: nothing was written.
+        case lost
+    }
+
+    /// Commits `writes` of `hosted`'s, fenced with its epoch on a shared store, and waits.
+    func commit(_ writes: [StoreWrite], of hosted: HostedSession) async -> Committed {
+        guard let storage else { return .durable }
+        let fenced = hosted.epoch.map { [StoreWrite.fence(id: hosted.id, epoch: $0)] + writes } ?? writes
+        return await withCheckedContinuation { (done: CheckedContinuation<Committed, Never>) in
+            storage.commit(fenced) { [self] result in
+                if case .failure(.fenced) = result { return done.resume(returning: .lost) }
+                done.resume(returning: noted(result) ? .durable : .failed)
+            }
+        }
     }
 
     /// Commits `writes` and waits; `true` when they are durable (or there is no store).
@@ -42,12 +89,14 @@ final class SessionPersistence: Sendable {
         _ = await commit([.probe])
     }
 
-    /// Records whether a commit worked, for readiness.
+    /// Records whether a commit worked, for readiness. A fenced write is no failure of the store.
     func noted(_ result: Result<Void, StorageError>) -> Bool {
         switch result {
         case .success:
             failing.store(false, ordering: .relaxed)
             return true
+        case .failure(.fenced):
+            return false
         case .failure:
             failing.store(true, ordering: .relaxed)
             return false
@@ -74,6 +123,48 @@ final class SessionPersistence: Sendable {
         }
     }
 
+    // MARK: - Claims
+
+    /// What claiming a session on demand came to.
+    enum Claimed {
+        case hosted(HostedSession)
+        case notFound
+        /// The token did not match (or none was given): nothing moved.
+        case refused
+        case failed
+    }
+
+    /// Loads session `id` from the shared store and takes it over, if `token` opens it.
+    func claim(_ id: String, token: String?, catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics,
+               report: @escaping @Sendable (String, String) -> Void) async -> Claimed {
+        guard let shared else { return .notFound }
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<SessionClaim, StorageError>, Never>) in
+            shared.claim(id, authorize: { hash in token.map { TokenHash.matches($0, hash) } ?? false }) { done.resume(returning: $0) }
+        }
+        switch result {
+        case .failure(let error):
+            report(id, error.description)
+            return .failed
+        case .success(.notFound):
+            return .notFound
+        case .success(.refused):
+            return .refused
+        case .success(.unreadable):
+            report(id, "the stored record does not decode")
+            return .failed
+        case .success(.claimed(let stored, let epoch)):
+            do throws(RecoveryError) {
+                let navigation = try restore(stored, epoch: epoch, catalog: catalog, limits: limits)
+                claimed.add(1, ordering: .relaxed)
+                return .hosted(HostedSession(id: id, tokenHash: stored.record.tokenHash, epoch: epoch,
+                                             navigation: navigation, events: SessionEvents(metrics: metrics)))
+            } catch {
+                report(id, error.description)
+                return .failed
+            }
+        }
+    }
+
     // MARK: - Recovery
 
     /// Brings back every stored session. A record that cannot be read is skipped and counted;
@@ -93,8 +184,8 @@ final class SessionPersistence: Sendable {
             DispatchQueue.concurrentPerform(iterations: batch.count) { [batch] index in
                 let stored = batch[index]
                 do throws(RecoveryError) {
-                    let navigation = try restore(stored, catalog: catalog, limits: limits)
-                    rebuilt.set(index, .success(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash,
+                    let navigation = try restore(stored, epoch: nil, catalog: catalog, limits: limits)
+                    rebuilt.set(index, .success(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash, epoch: nil,
                                                               navigation: navigation, events: SessionEvents(metrics: metrics))))
                 } catch {
                     rebuilt.set(index, .failure(error))
@@ -121,7 +212,7 @@ final class SessionPersistence: Sendable {
         return sessions
     }
 
-    private func restore(_ stored: StoredSession, catalog: FeatureCatalog, limits: SessionLimits) throws(RecoveryError) -> NavigationSession {
+    private func restore(_ stored: StoredSession, epoch: Int?, catalog: FeatureCatalog, limits: SessionLimits) throws(RecoveryError) -> NavigationSession {
         let snapshot = DurableSession(
             version: stored.snapshot.version, lastSequence: stored.snapshot.lastSequence, nextSerial: stored.snapshot.nextSerial,
             state: try Self.parse(stored.snapshot.state, "snapshot state"), navigation: try Self.parse(stored.snapshot.tree, "snapshot tree"))
@@ -134,7 +225,7 @@ final class SessionPersistence: Sendable {
         }
         let current = try snapshot.applying(entries)
         let events = try stored.events.map(Self.event)
-        guard let journal = journal(for: stored.record.id) else { throw RecoveryError(description: "no store") }
+        guard let journal = journal(for: stored.record.id, epoch: epoch) else { throw RecoveryError(description: "no store") }
         return try catalog.restoreSession(feature: stored.record.feature, current, events: events, limits: limits, journal: journal)
     }
 
@@ -173,6 +264,12 @@ final class SessionPersistence: Sendable {
         out.histogram("navd_store_batch_writes", bounds: statistics.batchBounds, cumulativeCounts: statistics.batchCounts,
                       sum: Double(statistics.writes), count: statistics.commits)
         single("navd_store_bytes", "Bytes the session store takes on disk (database and log).", statistics.bytesOnDisk)
+        if shared != nil {
+            single("navd_sessions_claimed_total", "Sessions this node loaded from the shared store and took over.",
+                   claimed.load(ordering: .relaxed), type: "counter")
+            single("navd_sessions_released_total", "Sessions this node let go because another node took them over.",
+                   released.load(ordering: .relaxed), type: "counter")
+        }
         return out.text
     }
 }
@@ -198,28 +295,35 @@ private final class RecoveryBatch: @unchecked Sendable {
     var results: [Result<HostedSession, RecoveryError>?] { Array(slots) }
 }
 
-/// A session's batches, written to the store as its transactions.
+/// A session's batches, written to the store as its transactions, fenced with the session's
+/// epoch on a shared store.
 private final class StorageJournal: SessionJournal {
     let id: String
+    let epoch: Int?
     let storage: any SessionStorage
     let persistence: SessionPersistence
     /// The newest generation a write of which failed: its later writes must fail too.
     private let failedGeneration = Mutex<Int?>(nil)
 
-    init(id: String, storage: any SessionStorage, persistence: SessionPersistence) {
+    init(id: String, epoch: Int?, storage: any SessionStorage, persistence: SessionPersistence) {
         self.id = id
+        self.epoch = epoch
         self.storage = storage
         self.persistence = persistence
     }
 
     func write(_ entries: [JournalEntry], generation: Int, completion: @escaping @Sendable (Bool) -> Void) {
         let persistence = persistence
-        storage.commit(SessionPersistence.writes(entries, of: id), admissible: { [self] in
+        let writes = SessionPersistence.writes(entries, of: id)
+        storage.commit(epoch.map { [.fence(id: id, epoch: $0)] + writes } ?? writes, admissible: { [self] in
             failedGeneration.withLock { $0 != generation }
         }, completion: { [self] result in
             // Recorded on the store's writer, before it asks about any later write; the session
             // hears of it off the writer (it copes with outcomes in any order).
             if case .failure = result { failedGeneration.withLock { $0 = max($0 ?? generation, generation) } }
+            // Let go before the session hears of the failure, so the request it fails finds the
+            // session gone and answers as this node would for a session it never had.
+            if case .failure(.fenced) = result, let epoch { persistence.fencedOff(id, epoch: epoch) }
             let durable = persistence.noted(result)
             persistence.notices.post { completion(durable) }
         })

@@ -61,6 +61,24 @@ final class PostgresConnection {
         try configure()
     }
 
+    /// Whether the connection still stands (libpq noticed no loss).
+    var isConnected: Bool { PQstatus(handle) == CONNECTION_OK }
+
+    /// The socket, for a read source that wakes when notifications arrive; -1 without one.
+    var socket: Int32 { PQsocket(handle) }
+
+    /// Reads what the server sent without blocking and returns the notifications among it,
+    /// as (channel, payload); throws when the connection is lost.
+    func notifications() throws(Failure) -> [(channel: String, payload: String)] {
+        guard PQconsumeInput(handle) == 1 else { throw Failure(message: String(cString: PQerrorMessage(handle))) }
+        var received: [(channel: String, payload: String)] = []
+        while let notification = PQnotifies(handle) {
+            received.append((String(cString: notification.pointee.relname), String(cString: notification.pointee.extra)))
+            PQfreemem(notification)
+        }
+        return received
+    }
+
     /// Runs SQL with no parameters (several statements allowed).
     func execute(_ sql: String) throws(Failure) {
         let result = PQexec(handle, sql)

@@ -1,13 +1,20 @@
+import SessionStorage
+
 /// The store's tables in PostgreSQL, and the migration every node runs at start.
 ///
 /// The same records as the SQLite store: a session's row (what never changes, plus its last
 /// snapshot), the transactions since that snapshot (JSON Patches), and the events kept for
-/// `Last-Event-ID`. Names start with `navd_` so the tables can share a database with others'.
-/// Session ids sort bytewise (`COLLATE "C"`), so loading by pages does not depend on the
-/// database's locale.
+/// `Last-Event-ID`. A session's row also holds the epoch of the node that owns it
+/// (`SharedSessionStorage`); version 1's rows get the epoch of a new session. Names start
+/// with `navd_` so the tables can share a database with others'. Session ids sort bytewise
+/// (`COLLATE "C"`), so loading by pages does not depend on the database's locale.
 enum PostgresSchema {
     /// Bumped by every change to the tables below; a newer database is refused.
-    static let version = 1
+    /// 2: sessions carry their owner's fencing epoch.
+    static let version = 2
+
+    /// The channel on which a claim (or a deletion) announces `"<id> <epoch>"` to every node.
+    static let claimsChannel = "navd_claims"
 
     /// Serialises migrations across nodes starting at once: `CREATE TABLE IF NOT EXISTS` alone
     /// races on the catalog. The bytes "navd" as a number; held until the migration commits.
@@ -52,6 +59,8 @@ enum PostgresSchema {
             id integer PRIMARY KEY CHECK (id = 1),
             written timestamptz NOT NULL
         );
+        ALTER TABLE navd_sessions ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT \(SessionEpoch.created);
         INSERT INTO navd_schema (id, version) VALUES (1, \(version)) ON CONFLICT (id) DO NOTHING;
+        UPDATE navd_schema SET version = \(version) WHERE version < \(version);
         """
 }

@@ -10,7 +10,13 @@ import Synchronization
 /// commit was flushing in one transaction, so requests share a flush. Tokens are stored as the
 /// hashes the server hands over. The tables are created at start by an idempotent migration
 /// that several nodes may run at once.
-public final class PostgresSessionStore: SessionStorage {
+///
+/// Several nodes share it (`SharedSessionStorage`): a session's row holds the epoch of the node
+/// that owns it; a claim raises it under the row's lock and announces it (`NOTIFY`), and every
+/// fenced request locks its session's row and checks the epoch in the transaction that writes
+/// it. Claims run on a connection of their own, so loading a session never waits behind a
+/// commit's flush; announcements are heard on a third (`ClaimListener`).
+public final class PostgresSessionStore: SharedSessionStorage {
     /// How many events per session the store keeps for `Last-Event-ID`: the event buffer's bounds.
     public struct EventRetention: Sendable {
         public var count: Int
@@ -25,6 +31,12 @@ public final class PostgresSessionStore: SessionStorage {
     private let retention: EventRetention
     private let connection: Mutex<PostgresConnection?>
     private let writer = GroupCommit(label: "navd.store.writer")
+    /// Claims' connection, opened on the first claim, and their queue.
+    private let claimer = Mutex<PostgresConnection?>(nil)
+    private let claims = DispatchQueue(label: "navd.store.claims")
+    private let listener: ClaimListener
+    private let url: String
+    private let closed = Atomic<Bool>(false)
     private let counters = Mutex(StorageStatistics())
     /// When the store's size was last asked for: asked on the writer, at most every few seconds.
     private let sizeChecked = Mutex<ContinuousClock.Instant?>(nil)
@@ -38,6 +50,8 @@ public final class PostgresSessionStore: SessionStorage {
     /// password) never appears in an error.
     public init(url: String, retention: EventRetention) throws(StorageError) {
         self.retention = retention
+        self.url = url
+        self.listener = ClaimListener(url: url)
         let connection: PostgresConnection
         let found: Int
         do throws(PostgresConnection.Failure) {
@@ -62,11 +76,32 @@ public final class PostgresSessionStore: SessionStorage {
     /// One transaction holding an advisory lock: nodes that start together migrate one after
     /// the other, and each finds the work done or does it. Returns the schema version found.
     private static func migrate(_ connection: PostgresConnection) throws(PostgresConnection.Failure) -> Int {
+        // A node that starts while others serve may lose a lock wait to them (a deadlock is
+        // reported to one side): it tries again rather than failing to start.
+        var attempt = 0
+        while true {
+            do throws(PostgresConnection.Failure) {
+                return try migrateOnce(connection)
+            } catch where attempt < 4 && ["40P01", "40001", "55P03"].contains(error.sqlState ?? "") {
+                attempt += 1
+            }
+        }
+    }
+
+    private static func migrateOnce(_ connection: PostgresConnection) throws(PostgresConnection.Failure) -> Int {
         try connection.execute("BEGIN")
         do throws(PostgresConnection.Failure) {
             try connection.run("SELECT pg_advisory_xact_lock($1)", [.integer(PostgresSchema.migrationLock)])
-            try connection.execute(PostgresSchema.create)
-            let version = try connection.integer("SELECT version::bigint FROM navd_schema WHERE id = 1")
+            // Up to date: no DDL at all, so a node starting beside serving ones takes no lock
+            // on their tables (ALTER TABLE locks the table even when the column exists).
+            let exists = try connection.integer("SELECT (to_regclass('navd_schema') IS NOT NULL)::int::bigint") == 1
+            var version = exists ? try connection.integer("SELECT coalesce(max(version), 0)::bigint FROM navd_schema") : 0
+            if version < PostgresSchema.version {
+                // "already exists, skipping" is not news for the log.
+                try connection.execute("SET LOCAL client_min_messages TO warning")
+                try connection.execute(PostgresSchema.create)
+                version = try connection.integer("SELECT version::bigint FROM navd_schema WHERE id = 1")
+            }
             // A newer schema is left as it is: this navd refuses it.
             try connection.execute(version <= PostgresSchema.version ? "COMMIT" : "ROLLBACK")
             return version
@@ -151,30 +186,54 @@ public final class PostgresSessionStore: SessionStorage {
                       commitTogether: { [self] requests in commitTogether(requests) }, afterRound: { [self] in measureSize(force: false) })
     }
 
-    private func commitTogether(_ requests: [[StoreWrite]]) -> Result<Void, StorageError> {
+    private func commitTogether(_ requests: [[StoreWrite]]) -> Result<[Bool], StorageError> {
         let started = ContinuousClock.now
-        let result = connection.withLock { connection -> Result<Void, StorageError> in
+        let result = connection.withLock { connection -> Result<[Bool], StorageError> in
             guard let connection else { return .failure(.unavailable("the store is closed")) }
             do throws(PostgresConnection.Failure) {
                 try connection.reconnectIfNeeded()
                 try connection.execute("BEGIN")
                 do throws(PostgresConnection.Failure) {
-                    for request in requests {
+                    let epochs = try lockFenced(requests, in: connection)
+                    let written = requests.map { request -> Bool in
+                        guard case .fence(let id, let epoch)? = request.first else { return true }
+                        return epochs[id] == epoch
+                    }
+                    for (request, written) in zip(requests, written) where written {
                         for write in request { try apply(write, to: connection) }
                     }
                     // Returns once the commit record is flushed: synchronous_commit = on.
                     try connection.execute("COMMIT")
+                    return .success(written)
                 } catch {
                     try? connection.execute("ROLLBACK")
                     throw error
                 }
-                return .success(())
             } catch {
                 return .failure(.unavailable("PostgreSQL: \(error)"))
             }
         }
         record(result, requests: requests.count, seconds: (ContinuousClock.now - started).seconds)
         return result
+    }
+
+    /// Locks the rows of the fenced requests' sessions until the commit, in id order (so two
+    /// nodes' batches never wait on each other in a cycle), and returns their epochs. A claim
+    /// waits for the lock: a fence that holds here holds until the batch is durable.
+    private func lockFenced(_ requests: [[StoreWrite]], in connection: PostgresConnection) throws(PostgresConnection.Failure) -> [String: Int] {
+        var ids: Set<String> = []
+        for request in requests {
+            if case .fence(let id, _)? = request.first { ids.insert(id) }
+        }
+        guard !ids.isEmpty else { return [:] }
+        var epochs: [String: Int] = [:]
+        // Ids are the server's own (hex), so a comma is a safe separator.
+        try connection.run("""
+            SELECT id, epoch FROM navd_sessions WHERE id = ANY(string_to_array($1, ',')) ORDER BY id FOR NO KEY UPDATE
+            """, [.text(ids.sorted().joined(separator: ","))]) { row in
+            epochs[row.text(0)] = row.integer(1)
+        }
+        return epochs
     }
 
     private func apply(_ write: StoreWrite, to connection: PostgresConnection) throws(PostgresConnection.Failure) {
@@ -206,6 +265,9 @@ public final class PostgresSessionStore: SessionStorage {
             // Every transaction of this session so far is covered: later ones come after this write.
             try connection.run("DELETE FROM navd_transactions WHERE session = $1", [.text(id)])
             try trimEvents(of: id, through: snapshot.lastSequence, in: connection)
+        case .fence:
+            // Checked for the whole batch before any write (`lockFenced`).
+            break
         case .probe:
             try connection.run("""
                 INSERT INTO navd_probes (id, written) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET written = excluded.written
@@ -214,6 +276,8 @@ public final class PostgresSessionStore: SessionStorage {
             try connection.run("DELETE FROM navd_sessions WHERE id = $1", [.text(id)])
             try connection.run("DELETE FROM navd_transactions WHERE session = $1", [.text(id)])
             try connection.run("DELETE FROM navd_events WHERE session = $1", [.text(id)])
+            // Any node still holding it lets it go.
+            try announce(id, epoch: SessionEpoch.deleted, in: connection)
         }
     }
 
@@ -235,9 +299,79 @@ public final class PostgresSessionStore: SessionStorage {
          .bytes(snapshot.state), .bytes(snapshot.tree), .bytes(snapshot.extras)]
     }
 
+    // MARK: - Ownership
+
+    public func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool,
+                      completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
+        claims.async { [self] in
+            guard !closed.load(ordering: .relaxed) else { return completion(.failure(.unavailable("the store is closed"))) }
+            completion(claimer.withLock { connection in claim(id, authorize, on: &connection) })
+        }
+    }
+
+    public func onTakeover(_ body: @escaping @Sendable (String, Int) -> Void) {
+        listener.start(body)
+    }
+
+    /// One transaction: the row locked (waiting for the owner's commit in flight, if any), the
+    /// token checked, the epoch raised, the session read, the claim announced. Read committed:
+    /// each statement after the lock sees every commit the old owner made before it.
+    private func claim(_ id: String, _ authorize: ([UInt8]) -> Bool, on connection: inout PostgresConnection?) -> Result<SessionClaim, StorageError> {
+        do throws(PostgresConnection.Failure) {
+            if connection == nil { connection = try PostgresConnection(url: url) }
+            guard let connection else { return .failure(.unavailable("the store is closed")) }
+            try connection.reconnectIfNeeded()
+            try connection.execute("BEGIN")
+            do throws(PostgresConnection.Failure) {
+                let claim = try claimLocked(id, authorize, connection)
+                try connection.execute(claim.isClaimed ? "COMMIT" : "ROLLBACK")
+                return .success(claim)
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        } catch {
+            return .failure(.unavailable("PostgreSQL: \(error)"))
+        }
+    }
+
+    private func claimLocked(_ id: String, _ authorize: ([UInt8]) -> Bool, _ connection: PostgresConnection) throws(PostgresConnection.Failure) -> SessionClaim {
+        var found: (SessionRecord, SessionSnapshot)?
+        try connection.run("""
+            SELECT token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
+            FROM navd_sessions WHERE id = $1 FOR NO KEY UPDATE
+            """, [.text(id)]) { row in
+            found = (SessionRecord(id: id, tokenHash: row.bytes(0), feature: row.text(1), created: row.real(2)),
+                     SessionSnapshot(version: row.integer(3), lastSequence: row.integer(4), nextSerial: row.integer(5),
+                                     state: row.bytes(6), tree: row.bytes(7), extras: row.bytes(8)))
+        }
+        guard let (record, snapshot) = found else { return .notFound }
+        guard record.tokenHash.count == TokenHash.byteCount else { return .unreadable }
+        guard authorize(record.tokenHash) else { return .refused }
+        let epoch = try connection.integer("UPDATE navd_sessions SET epoch = epoch + 1 WHERE id = $1 RETURNING epoch", [.text(id)])
+        var transactions: [SessionTransaction] = []
+        try connection.run("""
+            SELECT version, last_sequence, next_serial, patch, extras FROM navd_transactions WHERE session = $1 ORDER BY ordinal
+            """, [.text(id)]) { row in
+            transactions.append(SessionTransaction(version: row.integer(0), lastSequence: row.integer(1), nextSerial: row.integer(2),
+                                                   statePatch: row.bytes(3), events: [], extras: row.isNull(4) ? nil : row.bytes(4)))
+        }
+        var events: [StoredEvent] = []
+        try connection.run("SELECT sequence, kind, data FROM navd_events WHERE session = $1 ORDER BY sequence", [.text(id)]) { row in
+            events.append(StoredEvent(sequence: row.integer(0), kind: row.text(1), data: row.bytes(2)))
+        }
+        try announce(id, epoch: epoch, in: connection)
+        return .claimed(StoredSession(record: record, snapshot: snapshot, transactions: transactions, keptEvents: events), epoch: epoch)
+    }
+
+    /// Tells every node (at commit, not before) that session `id` is now at `epoch`.
+    private func announce(_ id: String, epoch: Int, in connection: PostgresConnection) throws(PostgresConnection.Failure) {
+        try connection.run("SELECT pg_notify($1, $2)", [.text(PostgresSchema.claimsChannel), .text("\(id) \(epoch)")])
+    }
+
     // MARK: - Statistics and closing
 
-    private func record(_ result: Result<Void, StorageError>, requests: Int, seconds: Double) {
+    private func record(_ result: Result<[Bool], StorageError>, requests: Int, seconds: Double) {
         counters.withLock { statistics in
             guard case .success = result else {
                 statistics.failedCommits += 1
@@ -275,8 +409,12 @@ public final class PostgresSessionStore: SessionStorage {
     }
 
     public func close() {
+        closed.store(true, ordering: .relaxed)
         writer.close()
+        claims.sync {}
+        listener.close()
         connection.withLock { $0 = nil }
+        claimer.withLock { $0 = nil }
     }
 }
 
@@ -284,5 +422,12 @@ extension Duration {
     fileprivate var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+extension SessionClaim {
+    fileprivate var isClaimed: Bool {
+        if case .claimed = self { return true }
+        return false
     }
 }

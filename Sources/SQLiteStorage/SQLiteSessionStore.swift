@@ -220,9 +220,10 @@ public final class SQLiteSessionStore: SessionStorage {
                       commitTogether: { [self] requests in commitTogether(requests) })
     }
 
-    private func commitTogether(_ requests: [[StoreWrite]]) -> Result<Void, StorageError> {
+    /// Every request is written: one node owns every session, so nothing is fenced.
+    private func commitTogether(_ requests: [[StoreWrite]]) -> Result<[Bool], StorageError> {
         let started = ContinuousClock.now
-        let result = database.withLock { database -> Result<Void, StorageError> in
+        let result = database.withLock { database -> Result<[Bool], StorageError> in
             guard let database else { return .failure(.unavailable("the store is closed")) }
             do throws(SQLiteDatabase.Failure) {
                 try database.execute("BEGIN IMMEDIATE")
@@ -236,7 +237,7 @@ public final class SQLiteSessionStore: SessionStorage {
                     throw error
                 }
                 giveBackFreePages(database)
-                return .success(())
+                return .success(Array(repeating: true, count: requests.count))
             } catch {
                 return .failure(.unavailable(error.description))
             }
@@ -265,6 +266,9 @@ public final class SQLiteSessionStore: SessionStorage {
                 UPDATE sessions SET version = ?, last_sequence = ?, next_serial = ?, state = ?, tree = ?, extras = ? WHERE id = ?
                 """, Self.values(snapshot) + [.text(id)])
             try trimJournal(of: id, through: snapshot.lastSequence, in: database)
+        case .fence:
+            // Never sent to a store of one node (it hands out no epochs); nothing to check.
+            break
         case .probe:
             try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
         case .delete(let id):
@@ -333,7 +337,7 @@ public final class SQLiteSessionStore: SessionStorage {
 
     // MARK: - Statistics and closing
 
-    private func record(_ result: Result<Void, StorageError>, requests: Int, seconds: Double) {
+    private func record(_ result: Result<[Bool], StorageError>, requests: Int, seconds: Double) {
         counters.withLock { statistics in
             guard case .success = result else {
                 statistics.failedCommits += 1

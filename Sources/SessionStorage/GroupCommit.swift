@@ -9,10 +9,15 @@ import Synchronization
 /// A request may depend on an earlier one (`admissible`, asked on the writer right before it
 /// would be applied); completions run on the writer, in order, before any later request is
 /// asked, so a failure is known to everything behind it.
+///
+/// A request may also be fenced (`StoreWrite.fence`): the engine then reports, per request,
+/// whether its fence held; one that did not wrote nothing and fails alone with `.fenced`,
+/// while its neighbours commit.
 public final class GroupCommit: Sendable {
     public typealias Completion = @Sendable (Result<Void, StorageError>) -> Void
-    /// Writes every request's writes, in order, in one transaction.
-    public typealias Committer = @Sendable (_ requests: [[StoreWrite]]) -> Result<Void, StorageError>
+    /// Writes every request's writes, in order, in one transaction; on success, for each
+    /// request, whether it was written (false: its fence did not hold, and none of it was).
+    public typealias Committer = @Sendable (_ requests: [[StoreWrite]]) -> Result<[Bool], StorageError>
 
     private struct Request: Sendable {
         let writes: [StoreWrite]
@@ -72,6 +77,15 @@ public final class GroupCommit: Sendable {
         writer.sync {}
     }
 
+    private static func outcome(_ written: Bool, _ request: Request) -> Result<Void, StorageError> {
+        guard !written else { return .success(()) }
+        let fenced = request.writes.first.flatMap { write -> String? in
+            if case .fence(let id, _) = write { return id }
+            return nil
+        }
+        return .failure(.fenced(fenced ?? ""))
+    }
+
     /// Commits everything that is pending, one transaction per round, until nothing is.
     private func drain(_ commitTogether: Committer, _ afterRound: () -> Void) {
         while true {
@@ -85,13 +99,18 @@ public final class GroupCommit: Sendable {
             let admitted = batch.filter { $0.admitted() }
             if admitted.isEmpty { continue }
             let result = commitTogether(admitted.map(\.writes))
-            if case .failure = result, admitted.count > 1 {
+            switch result {
+            case .success(let written):
+                for (request, written) in zip(admitted, written) { request.completion(Self.outcome(written, request)) }
+            case .failure where admitted.count > 1:
                 // One request's bad write must not fail its neighbours': on failure, each
                 // request is tried alone (a full disk fails them all again, quickly). Asked
                 // again, since a failure just before may be one it depends on.
-                for request in admitted where request.admitted() { request.completion(commitTogether([request.writes])) }
-            } else {
-                for request in admitted { request.completion(result) }
+                for request in admitted where request.admitted() {
+                    request.completion(commitTogether([request.writes]).flatMap { Self.outcome($0.first ?? false, request) })
+                }
+            case .failure(let error):
+                for request in admitted { request.completion(.failure(error)) }
             }
             afterRound()
         }

@@ -29,6 +29,49 @@ public protocol SessionStorage: Sendable {
     func statistics() -> StorageStatistics
 }
 
+/// A store several nodes share, each session owned by one node at a time.
+///
+/// Ownership is a fencing epoch in the store, per session: a node takes a session over by
+/// raising its epoch (compare-and-set, in the same transaction as it reads the session), and
+/// every write of the session carries the epoch it was loaded with (`StoreWrite.fence`), checked
+/// in the transaction that would write it. A node that was taken over can therefore never write
+/// the session again, whatever it still holds in memory; it hears about the takeover at once
+/// (`onTakeover`), or at the latest when its next write fails with `.fenced`.
+///
+/// Nodes load sessions on demand (`claim`), never all at start: which node serves which session
+/// is the router's choice (nginx hashing the session id), not the store's.
+public protocol SharedSessionStorage: SessionStorage {
+    /// Loads session `id` and takes it over, if it exists and `authorize` accepts its token
+    /// hash (asked before anything changes, so a caller without the token moves nothing).
+    /// Runs on a thread of the store's, apart from commits; calls `completion` once.
+    func claim(_ id: String, authorize: @escaping @Sendable (_ tokenHash: [UInt8]) -> Bool,
+               completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void)
+
+    /// Called, on a thread of the store's, whenever any node (this one included) took session
+    /// `id` over with `epoch`, or deleted it (`SessionEpoch.deleted`): holders of an older epoch let it go.
+    func onTakeover(_ body: @escaping @Sendable (_ id: String, _ epoch: Int) -> Void)
+}
+
+/// Epochs every shared store agrees on.
+public enum SessionEpoch {
+    /// A new session's: the node that created it owns it until another claims it.
+    public static let created = 1
+    /// What a deletion announces: every holder lets the session go.
+    public static let deleted = Int.max
+}
+
+/// What `claim` found.
+public enum SessionClaim: Sendable {
+    /// The session, now this node's with `epoch`.
+    case claimed(StoredSession, epoch: Int)
+    /// No such session (never created, or deleted).
+    case notFound
+    /// The session exists, but the token did not match: nothing changed.
+    case refused
+    /// The session's record does not decode.
+    case unreadable
+}
+
 extension SessionStorage {
     /// Writes that depend on no other write.
     public func commit(_ writes: [StoreWrite], completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
@@ -68,6 +111,11 @@ public enum StoreWrite: Sendable {
     /// A small write of no session's, to learn whether the store takes writes again after a
     /// failure (a full disk that has room again).
     case probe
+    /// The first write of a request on a shared store: the rest of the request is written only
+    /// while the session's epoch is still `epoch` (no other node took it over since), in the
+    /// same transaction; otherwise none of it is, and the request fails with `.fenced`.
+    /// A store of one node hands out no epochs and is never sent one.
+    case fence(id: String, epoch: Int)
 }
 
 /// What never changes about a session.
@@ -171,11 +219,15 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotOpen(String)
     /// The disk is full or an I/O error happened; the batch was rolled back.
     case unavailable(String)
+    /// Another node took the session over (its epoch moved on, or it is gone): nothing of the
+    /// request was written, and this node must let the session go.
+    case fenced(String)
 
     public var description: String {
         switch self {
         case .cannotOpen(let reason): "cannot open the session store: \(reason)"
         case .unavailable(let reason): "the session store is unavailable: \(reason)"
+        case .fenced(let id): "another node owns session \(id) now"
         }
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 @testable import NavServer
 import Synchronization
 import NavigationCore
+import SessionStorage
 import Testing
 import TestSupport
 
@@ -15,7 +16,8 @@ final class TestServer: Sendable {
     /// - Parameters:
     ///   - log: where the server's log lines go; with one, requests are logged.
     ///   - demo: the demo features' settings (the fact service, delays), as navd's flags set them.
-    init(log: LogCapture? = nil, configure: (inout ServerConfiguration) -> Void = { _ in },
+    ///   - storage: where sessions are kept; none by default (`--store memory`).
+    init(log: LogCapture? = nil, storage: (any SessionStorage)? = nil, configure: (inout ServerConfiguration) -> Void = { _ in },
          demo: (inout DemoSettings) -> Void = { _ in }) async throws {
         facts = try FactStub(.facts)
         var settings = DemoSettings()
@@ -29,7 +31,7 @@ final class TestServer: Sendable {
         configure(&configuration)
         let discard: RequestLog.Output = { _ in }
         // The demo features wired exactly as navd wires them, through the public API.
-        server = NavigationServer(configuration: configuration, storage: nil, logOutput: log?.output ?? discard,
+        server = NavigationServer(configuration: configuration, storage: storage, logOutput: log?.output ?? discard,
                                   features: { [settings] in DemoFeatures.catalog(settings, $0) })
         try await server.start()
     }

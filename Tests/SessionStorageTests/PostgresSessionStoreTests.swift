@@ -13,8 +13,9 @@ struct PostgresSessionStoreTests {
     let url: String
     let retention = PostgresSessionStore.EventRetention(count: 8, bytes: 1 << 20)
 
-    init() throws {
-        url = try PostgresServer.freshDatabase()
+    init() async throws {
+        // createdb blocks: off the cooperative pool, which other tests' servers share.
+        url = try await offThePool { try PostgresServer.freshDatabase() }
     }
 
     func open(_ retention: PostgresSessionStore.EventRetention? = nil) throws -> PostgresSessionStore {

@@ -1,0 +1,121 @@
+import Foundation
+@testable import NavServer
+import NavigationCore
+import SessionStorage
+import Synchronization
+import Testing
+import TestSupport
+
+/// Two servers on one PostgreSQL database, both asked for one session: each request to the node
+/// that does not hold it claims it, and only the owner of the moment ever commits. A node that
+/// was taken over answers 404 for the request it could not write, writes nothing, and closes the
+/// session's streams without `end`; its next request claims the session back.
+@Suite(.serialized, .enabled(if: PostgresServer.isAvailable, "no PostgreSQL server could be started here (initdb/pg_ctl missing, or no user to run it as)"))
+struct FencingTests {
+    static let increment = #"{"target":"root","action":"incrementButtonTapped"}"#
+
+    /// A node on `url`; `deaf` ones never hear another node's claim (as while their listening
+    /// connection is down), so the fence alone must stop them.
+    static func node(_ url: String, deaf: Bool = false) async throws -> TestServer {
+        var configuration = ServerConfiguration()
+        configuration.store = .postgres
+        configuration.databaseURL = url
+        // libpq's connect blocks: off the cooperative pool, which other tests' servers share.
+        let settings = configuration
+        let opened = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
+        return try await TestServer(storage: deaf ? Deaf(opened) : opened) {
+            $0.store = .postgres
+            $0.databaseURL = url
+        }
+    }
+
+    @Test func theNodeThatWasTakenOverAnswers404WritesNothingAndClosesItsStreamsWithoutEnd() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let a = try await Self.node(url, deaf: true)
+        let b = try await Self.node(url)
+        let (id, token) = try await a.session("counter")
+        let auth = [("Authorization", "Bearer \(token)")]
+        let first = try await a.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(first.status == 200)
+        let stream = try a.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: auth))
+        #expect(try await stream.readResponse().status == 200)
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+
+        let taken = try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(taken.status == 200, "the other node claims it and commits: \(taken.text)")
+        #expect(taken.json["version"]?.intValue == 2, "on top of what the first node committed")
+
+        let refused = try await a.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(refused.status == 404, "\(refused.text)")
+        #expect(refused.json["error"]?["code"]?.stringValue == "session_not_found")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(!closing.contains { $0.name == "end" }, "the session is not over: its stream closes without end")
+        #expect(try await Self.query(url, "SELECT string_agg(version::text, ',' ORDER BY ordinal) FROM navd_transactions") == ["1,2"],
+                "the fenced-off node wrote nothing")
+        #expect(try await a.client().request("GET", "/metrics").text.contains("navd_sessions_released_total 1\n"))
+
+        // Nothing of the refused request survives anywhere: the owner still counts 2.
+        let owner = try await b.client().request("GET", "/sessions/\(id)", headers: auth)
+        #expect(owner.json["state"]?["count"]?.intValue == 2)
+        // Asked again, the first node claims it back, with every change the other made.
+        let back = try await a.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(back.status == 200)
+        #expect(back.json["version"]?.intValue == 3)
+        #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["3"], "created (1), claimed by b (2), claimed back (3)")
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test func racingNodesNeverBothCommitAVersionAndLoseNothingAcknowledged() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let nodes = [try await Self.node(url), try await Self.node(url)]
+        let (id, token) = try await nodes[0].session("counter")
+        // Each worker alternates between the nodes: the session is claimed back and forth.
+        let answers = await withTaskGroup(of: [(status: Int, version: Int?)].self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    var answers: [(status: Int, version: Int?)] = []
+                    for round in 0..<10 {
+                        let node = nodes[(worker + round) % 2]
+                        guard let answer = try? await node.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment) else { continue }
+                        answers.append((answer.status, answer.json["version"]?.intValue))
+                    }
+                    return answers
+                }
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        let statuses = Set(answers.map(\.status))
+        let acked = answers.filter { $0.status == 200 }.compactMap(\.version)
+        #expect(statuses.isSubset(of: [200, 404]), "\(statuses)")
+        #expect(!acked.isEmpty)
+        #expect(Set(acked).count == acked.count, "no version was acknowledged twice: \(acked.sorted())")
+        let final = try await nodes[1].client().request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        #expect(final.json["state"]?["count"]?.intValue == acked.count, "every acknowledged increment, and nothing else")
+        #expect(final.json["version"]?.intValue == acked.max())
+        for node in nodes { await node.stop() }
+    }
+
+    static func query(_ url: String, _ sql: String) async throws -> [String] {
+        let database = String(url.split(separator: "/").last ?? "")
+        return try await offThePool { try PostgresServer.shared().query(sql, database: database) }
+    }
+}
+
+/// A shared store whose node never hears of other nodes' claims.
+private struct Deaf: SharedSessionStorage {
+    let store: any SharedSessionStorage
+    init(_ store: any SharedSessionStorage) { self.store = store }
+
+    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try store.load(each) }
+    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool, completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        store.commit(writes, admissible: admissible, completion: completion)
+    }
+    func close() { store.close() }
+    func statistics() -> StorageStatistics { store.statistics() }
+    func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool, completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
+        store.claim(id, authorize: authorize, completion: completion)
+    }
+    func onTakeover(_ body: @escaping @Sendable (String, Int) -> Void) {}
+}

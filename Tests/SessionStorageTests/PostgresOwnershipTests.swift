@@ -1,0 +1,180 @@
+import Foundation
+@testable import PostgresStorage
+import SessionStorage
+import Synchronization
+import Testing
+import TestSupport
+
+/// One owner per session on a shared PostgreSQL store: a claim raises the session's epoch and
+/// fences off the node that held it, whose writes then change nothing; claims are announced to
+/// every node; a claim without the token moves nothing; version 1's tables gain the epoch.
+@Suite(.enabled(if: PostgresServer.isAvailable, "no PostgreSQL server could be started here (initdb/pg_ctl missing, or no user to run it as)"))
+struct PostgresOwnershipTests {
+    let retention = PostgresSessionStore.EventRetention(count: 8, bytes: 1 << 20)
+    static let id = "0123456789abcdef0123456789abcdef"
+    static let token = "token-of-the-session"
+
+    // Everything that blocks (createdb, psql, libpq's connect) runs off the cooperative pool.
+    static func freshDatabase() async throws -> String {
+        try await offThePool { try PostgresServer.freshDatabase() }
+    }
+
+    func open(_ url: String) async throws -> PostgresSessionStore {
+        let retention = retention
+        return try await offThePool { try PostgresSessionStore(url: url, retention: retention) }
+    }
+
+    func create(_ store: PostgresSessionStore, _ id: String = Self.id) async {
+        let record = SessionRecord(id: id, tokenHash: TokenHash.sha256(Array(Self.token.utf8)), feature: "counter", created: 1)
+        let snapshot = SessionSnapshot(version: 0, lastSequence: 0, nextSerial: 1, state: Array(#"{"count":0}"#.utf8), tree: Array(#"{"id":"root"}"#.utf8))
+        #expect(await commit(store, [.create(record, snapshot)]) == nil)
+    }
+
+    func step(_ version: Int, epoch: Int, id: String = Self.id) -> [StoreWrite] {
+        [.fence(id: id, epoch: epoch), .transaction(id: id, SessionTransaction(
+            version: version, lastSequence: version, nextSerial: 1,
+            statePatch: Array(#"[{"op":"replace","path":"/count","value":\#(version)}]"#.utf8),
+            events: [StoredEvent(sequence: version, kind: "state", data: Array(#"{"count":\#(version)}"#.utf8))]))]
+    }
+
+    @Test func aClaimFencesOffThePreviousOwnerWhoseWritesChangeNothing() async throws {
+        let url = try await Self.freshDatabase()
+        let first = try await open(url)
+        let second = try await open(url)
+        defer {
+            first.close()
+            second.close()
+        }
+        await create(first)
+        #expect(await commit(first, step(1, epoch: SessionEpoch.created)) == nil, "the creator owns it")
+
+        let (stored, epoch) = try #require(claimed(try await claim(second)))
+        #expect(epoch == SessionEpoch.created + 1)
+        #expect(stored.transactions.map(\.version) == [1], "the claim reads what the previous owner committed")
+        #expect(stored.events.map(\.sequence) == [1])
+
+        #expect(await commit(first, step(2, epoch: SessionEpoch.created)) == .fenced(Self.id), "the old epoch no longer holds")
+        #expect(await commit(second, step(2, epoch: epoch)) == nil)
+        #expect(await commit(first, step(3, epoch: SessionEpoch.created)) == .fenced(Self.id), "and never will again")
+        #expect(try await query(url, "SELECT string_agg(version::text, ',' ORDER BY ordinal) FROM navd_transactions") == ["1,2"],
+                "only the owner of the moment ever wrote")
+        #expect(try await query(url, "SELECT epoch FROM navd_sessions") == ["\(epoch)"])
+
+        // A fenced delete deletes nothing.
+        #expect(await commit(first, [.fence(id: Self.id, epoch: SessionEpoch.created), .delete(id: Self.id)]) == .fenced(Self.id))
+        #expect(try await query(url, "SELECT count(*) FROM navd_sessions") == ["1"])
+    }
+
+    @Test func aFencedRequestFailsAloneAndItsNeighboursCommit() async throws {
+        let url = try await Self.freshDatabase()
+        let store = try await open(url)
+        defer { store.close() }
+        let other = "fedcba9876543210fedcba9876543210"
+        await create(store)
+        await create(store, other)
+        // Handed over together, so they share one transaction.
+        let results = await withTaskGroup(of: (String, StorageError?).self) { group in
+            for (id, epoch) in [(Self.id, 7), (other, SessionEpoch.created)] {
+                group.addTask {
+                    await withCheckedContinuation { done in
+                        store.commit(self.step(1, epoch: epoch, id: id)) { result in
+                            if case .failure(let error) = result { done.resume(returning: (id, error)) } else { done.resume(returning: (id, nil)) }
+                        }
+                    }
+                }
+            }
+            return await group.reduce(into: [String: StorageError?]()) { $0[$1.0] = $1.1 }
+        }
+        #expect(results[Self.id] == .some(.fenced(Self.id)))
+        #expect(results[other] == .some(nil))
+        #expect(try await query(url, "SELECT session FROM navd_transactions") == [other])
+        #expect(store.statistics().failedCommits == 0, "a fence that did not hold is no failure of the store")
+    }
+
+    @Test func aClaimWithoutTheTokenMovesNothingAndAnUnknownSessionIsNotFound() async throws {
+        let url = try await Self.freshDatabase()
+        let store = try await open(url)
+        defer { store.close() }
+        await create(store)
+        #expect(try await claim(store, token: "wrong").isRefused)
+        #expect(try await query(url, "SELECT epoch FROM navd_sessions") == ["\(SessionEpoch.created)"])
+        #expect(try await claim(store, id: "ffffffffffffffffffffffffffffffff").isNotFound)
+    }
+
+    @Test func everyNodeHearsOfClaimsAndDeletions() async throws {
+        let url = try await Self.freshDatabase()
+        let watcher = try await open(url)
+        let claimer = try await open(url)
+        defer {
+            watcher.close()
+            claimer.close()
+        }
+        let heard = Mutex<[String]>([])
+        watcher.onTakeover { id, epoch in heard.withLock { $0.append("\(id) \(epoch)") } }
+        // The listener connects on its own queue; a claim before it listens is not heard.
+        var listening = false
+        for _ in 0..<100 where !listening {
+            listening = try await query(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'") == ["1"]
+            if !listening { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(listening)
+        await create(claimer)
+        _ = try await claim(claimer)
+        #expect(await commit(claimer, [.fence(id: Self.id, epoch: 2), .delete(id: Self.id)]) == nil)
+        #expect(await eventually { heard.withLock { $0 }.count == 2 })
+        #expect(heard.withLock { $0 } == ["\(Self.id) 2", "\(Self.id) \(SessionEpoch.deleted)"])
+    }
+
+    @Test func aVersionOneDatabaseGainsTheEpochColumn() async throws {
+        let url = try await Self.freshDatabase()
+        try await open(url).close()
+        _ = try await query(url, "ALTER TABLE navd_sessions DROP COLUMN epoch")
+        _ = try await query(url, "UPDATE navd_schema SET version = 1")
+        _ = try await query(url, """
+            INSERT INTO navd_sessions (id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras)
+            VALUES ('\(Self.id)', '\\x00', 'counter', 1, 0, 0, 1, '\\x7b7d', '\\x7b7d', '\\x7b7d')
+            """)
+        try await open(url).close()
+        #expect(try await query(url, "SELECT version FROM navd_schema") == ["\(PostgresSchema.version)"])
+        #expect(try await query(url, "SELECT epoch FROM navd_sessions") == ["\(SessionEpoch.created)"], "existing rows belong to whoever created them")
+    }
+
+    // MARK: - Helpers
+
+    func query(_ url: String, _ sql: String) async throws -> [String] {
+        let database = String(url.split(separator: "/").last ?? "")
+        return try await offThePool { try PostgresServer.shared().query(sql, database: database) }
+    }
+
+    /// The commit's error, nil when it was written.
+    func commit(_ store: PostgresSessionStore, _ writes: [StoreWrite]) async -> StorageError? {
+        await withCheckedContinuation { done in
+            store.commit(writes) { result in
+                if case .failure(let error) = result { done.resume(returning: error) } else { done.resume(returning: nil) }
+            }
+        }
+    }
+
+    func claim(_ store: PostgresSessionStore, id: String = Self.id, token: String = Self.token) async throws -> SessionClaim {
+        try await withCheckedContinuation { done in
+            store.claim(id, authorize: { TokenHash.matches(token, $0) }) { done.resume(returning: $0) }
+        }.get()
+    }
+
+    func claimed(_ claim: SessionClaim) -> (StoredSession, Int)? {
+        if case .claimed(let stored, let epoch) = claim { return (stored, epoch) }
+        return nil
+    }
+}
+
+extension SessionClaim {
+    var isRefused: Bool {
+        if case .refused = self { return true }
+        return false
+    }
+
+    var isNotFound: Bool {
+        if case .notFound = self { return true }
+        return false
+    }
+}
