@@ -10,8 +10,9 @@ import Synchronization
 /// destinations included, and build the navigation tree from it.
 ///
 /// Both ways must agree on whether the state is valid and on the state that results; the state
-/// a session reports must be accepted back unchanged; and a second `replaceState` with the same
-/// state (now updating the models in place) changes nothing.
+/// a session reports must be accepted back unchanged; a second `replaceState` with the same
+/// state (now updating the models in place) changes nothing; and the session as it is stored
+/// comes back from a restart (`restoreSession`) with the same state and tree.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFeatureState(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size > 0 else { return 0 }
@@ -41,7 +42,21 @@ public func fuzzFeatureState(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32
     guard reportedAgain == reported else {
         fatalError("\(host): a reported state changes when linked again: \(reported.text) became \(reportedAgain.text)")
     }
+
+    let stored = wait { await created.makeDurable(journal: Discarded()) }
+    guard let restored = try? catalog.restoreSession(feature: host, stored, events: [], journal: Discarded()) else {
+        fatalError("\(host): a stored session does not come back: \(stored.state.text)")
+    }
+    let (_, restoredState, restoredTree) = wait { await restored.describe() }
+    guard restoredState == stored.state, restoredTree == stored.navigation else {
+        fatalError("\(host): a restored session differs: \(restoredState.text) \(restoredTree.text), stored \(stored.state.text) \(stored.navigation.text)")
+    }
     return 0
+}
+
+/// A journal that keeps nothing: the harness restores from the snapshot `makeDurable` returns.
+private struct Discarded: SessionJournal {
+    func write(_ entries: [JournalEntry], generation: Int, completion: @escaping @Sendable (Bool) -> Void) { completion(true) }
 }
 
 /// The catalog navd hosts, with a fact service that is never asked (decoding fetches nothing).
