@@ -5,8 +5,9 @@
 # process tests again against the release binary, the JavaScript client's tests (node) and
 # the inspector in a headless Chromium (about 10 s), schemathesis against a live navd with
 # openapi.yaml, a Python client generated from openapi.yaml driving a live navd, promtool on a
-# live navd's /metrics, a kill -9 crash test of the store, and a cluster test (three navd on
-# PostgreSQL behind nginx, one killed with -9).
+# live navd's /metrics, a kill -9 crash test of the store, a cluster test (three navd on
+# PostgreSQL behind nginx, one killed with -9), and libFuzzer on the request-head parser, the
+# chunked decoder, the JSON parser and every feature's state decoding (15 s each).
 # Nothing reaches the internet: the fact
 # service is a loopback stub or a closed port. Ends with one line: "tests: N passed, N failed".
 set -euo pipefail
@@ -38,6 +39,8 @@ scripts/check-metrics.sh .build/debug/navd
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 20
 # Three nodes on one PostgreSQL behind nginx (deploy/nginx.conf), one killed with -9 (about 20 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/cluster-test.sh
+# Coverage-guided fuzzing, 15 s per harness (about a minute, plus about as long to build them).
+scripts/fuzz.sh 15
 
 # Swift Testing's and node's summaries; any failure has already stopped the script (set -e, pipefail).
 passed=$(sed -n -e 's/.*Test run with \([0-9]*\) tests\{0,1\} in .* passed.*/\1/p' -e 's/^# pass \([0-9]*\)$/\1/p' "$log" | awk '{ sum += $1 } END { print sum + 0 }')
