@@ -10,6 +10,7 @@
 # navd runs on a free loopback port, with a durable store in a temporary directory and a fact
 # service URL nothing listens on: no request leaves the machine. Takes a few seconds.
 set -Eeuo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/navd-lib.sh"
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 navd=${1:-.build/debug/navd}
@@ -35,18 +36,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-closed_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$navd" --host 127.0.0.1 --port 0 --data-dir "$work/data" \
-    --fact-base-url "http://127.0.0.1:$closed_port" --fact-timeout-ms 200 >"$work/navd.log" 2>&1 &
-navd_pid=$!
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's/^{.*"event":"listening".*"port":\([0-9]*\).*}$/\1/p' "$work/navd.log" | head -n 1)
-    [[ -n $port ]] && break
-    kill -0 "$navd_pid" 2>/dev/null || { echo "FAIL: navd exited" >&2; exit 1; }
-    sleep 0.1
-done
-[[ -n $port ]] || { echo "FAIL: navd did not report its port within 10 s" >&2; exit 1; }
+start_navd "$navd" "$work/navd.log" --data-dir "$work/data"
 
 echo "== promtool check metrics on navd's /metrics (127.0.0.1:$port)"
 python3 - "$port" "$work/metrics.txt" <<'PY'

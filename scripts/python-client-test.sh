@@ -13,6 +13,7 @@
 # ($NAVD_CLIENT_TOOLS, default .build/openapi-client-tools) unless it already has that version.
 # Takes about 10 s once the tools are installed.
 set -Eeuo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/navd-lib.sh"
 
 GENERATOR_VERSION=0.29.1
 
@@ -53,18 +54,7 @@ echo "== openapi-python-client generate (openapi.yaml)"
 PATH=$tools/bin:$PATH "$tools/bin/openapi-python-client" generate --path openapi.yaml --meta none \
     --output-path "$work/navd_client" >"$work/generate.log" 2>&1 || { cat "$work/generate.log" >&2; exit 1; }
 
-closed_port=$("$tools/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$navd" --host 127.0.0.1 --port 0 --store memory \
-    --fact-base-url "http://127.0.0.1:$closed_port" --fact-timeout-ms 200 --connect-delay-ms 0 >"$work/navd.log" 2>&1 &
-navd_pid=$!
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's/^{.*"event":"listening".*"port":\([0-9]*\).*}$/\1/p' "$work/navd.log" | head -n 1)
-    [[ -n $port ]] && break
-    kill -0 "$navd_pid" 2>/dev/null || { echo "FAIL: navd exited" >&2; exit 1; }
-    sleep 0.1
-done
-[[ -n $port ]] || { echo "FAIL: navd did not report its port within 10 s" >&2; exit 1; }
+start_navd "$navd" "$work/navd.log" --store memory --connect-delay-ms 0
 
 echo "== the generated client against navd on 127.0.0.1:$port"
 PYTHONPATH=$work "$tools/bin/python" - "http://127.0.0.1:$port" <<'PY'

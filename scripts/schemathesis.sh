@@ -25,6 +25,7 @@
 # fixed, so a failure reproduces; `random` for a fresh one), NAVD_SCHEMATHESIS_KEEP=1 (keep the
 # work directory with navd's log and the HAR reports). Takes about a minute on 2 cores.
 set -Eeuo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/navd-lib.sh"
 
 SCHEMATHESIS_VERSION=4.32.5
 VALIDATOR_VERSION=0.9.0
@@ -83,20 +84,7 @@ echo "== openapi-spec-validator openapi.yaml"
 "$tools/bin/openapi-spec-validator" openapi.yaml
 
 # --- navd -------------------------------------------------------------------------------------
-# A port that was free a moment ago and that nothing listens on: the fact service "is down".
-closed_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$navd" --host 127.0.0.1 --port 0 \
-    --fact-base-url "http://127.0.0.1:$closed_port" --fact-timeout-ms 200 \
-    --connect-delay-ms 0 --alert-dismiss-ms 50 >"$work/navd.log" 2>&1 &
-navd_pid=$!
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's/^{.*"event":"listening".*"port":\([0-9]*\).*}$/\1/p' "$work/navd.log" | head -n 1)
-    [[ -n $port ]] && break
-    kill -0 "$navd_pid" 2>/dev/null || { echo "FAIL: navd exited" >&2; exit 1; }
-    sleep 0.1
-done
-[[ -n $port ]] || { echo "FAIL: navd did not report its port within 10 s" >&2; exit 1; }
+start_navd "$navd" "$work/navd.log" --connect-delay-ms 0 --alert-dismiss-ms 50
 base=http://127.0.0.1:$port
 echo "== navd $navd listening on $base (pid $navd_pid)"
 
