@@ -6,8 +6,9 @@ public final class HTTPResponder: Sendable {
     private let loop: EventLoop
     private let connection: Connection
     private let sequence: UInt64
-    /// The request's head (body left out), for the answer to a request the handler dropped.
-    private let head: HTTPRequest
+    /// The request's head (body left out), for the answer to a request the handler dropped;
+    /// let go once the request is answered, so a long-lived stream does not keep it.
+    private let head: Mutex<HTTPRequest?>
     private let answered = Atomic<Bool>(false)
     /// Lets the loop stop parsing pipelined requests when the handler opens a stream at once.
     let openedStream = Atomic<Bool>(false)
@@ -18,11 +19,11 @@ public final class HTTPResponder: Sendable {
         self.sequence = sequence
         var head = request
         head.body = []
-        self.head = head
+        self.head = Mutex(head)
     }
 
     public func respond(_ response: HTTPResponse) {
-        guard claim() else { return }
+        guard claimForAnswer() else { return }
         loop.post(.respond(connection, sequence: sequence, response))
     }
 
@@ -32,7 +33,7 @@ public final class HTTPResponder: Sendable {
     /// started during `handle`, left unanswered if they were already handed to the handler. If the request was already
     /// answered, the returned stream is closed.
     public func startEventStream(headers: HTTPHeaders) -> EventStream {
-        guard claim() else { return EventStream(endedWith: .closedByServer) }
+        guard claimForAnswer() else { return EventStream(endedWith: .closedByServer) }
         openedStream.store(true, ordering: .relaxed)
         let stream = EventStream(loop: loop, connection: connection, bufferLimit: loop.settings.streamBufferLimit)
         loop.post(.startStream(connection, sequence: sequence, stream, headers))
@@ -45,7 +46,7 @@ public final class HTTPResponder: Sendable {
     deinit {
         guard claim() else { return }
         let response = loop.shared.response(
-            refusing: .internalError("The server did not answer this request."), request: head, peer: connection.peer)
+            refusing: .internalError("The server did not answer this request."), request: head.withLock { $0 }, peer: connection.peer)
         loop.post(.respond(connection, sequence: sequence, response))
     }
 
@@ -54,5 +55,12 @@ public final class HTTPResponder: Sendable {
 
     private func claim() -> Bool {
         answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// Claims the answer for the handler's own response: the head is not needed any more.
+    private func claimForAnswer() -> Bool {
+        guard claim() else { return false }
+        head.withLock { $0 = nil }
+        return true
     }
 }
