@@ -179,13 +179,12 @@ public final class SQLiteSessionStore: SessionStorage {
         let range: [SQLiteValue] = [.text(cursor), .text(last)]
         // Rows whose events are not JSON were not written by navd: their sessions fail alone.
         var unreadable = Set<String>()
-        try database.run("SELECT DISTINCT session FROM journal WHERE session > ? AND session <= ? AND NOT json_valid(events)",
-                         range) { row in unreadable.insert(row.text(0)) }
         var transactions: [String: [SessionTransaction]] = [:]
         try database.run("""
-            SELECT session, version, last_sequence, next_serial, patch, extras FROM journal
+            SELECT session, version, last_sequence, next_serial, patch, extras, json_valid(events) FROM journal
             WHERE session > ? AND session <= ? ORDER BY session, ordinal
             """, range) { row in
+            if row.integer(6) == 0 { unreadable.insert(row.text(0)) }
             transactions[row.text(0), default: []].append(SessionTransaction(
                 version: row.integer(1), lastSequence: row.integer(2), nextSerial: row.integer(3),
                 statePatch: row.blob(4), events: [], extras: row.isNull(5) ? nil : row.blob(5)))

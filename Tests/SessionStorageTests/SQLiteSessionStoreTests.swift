@@ -264,6 +264,21 @@ import Testing
         #expect(loaded.failed == ["bad"])
     }
 
+    @Test func aJournalRowThatIsNotNavdsFailsOnlyItsSession() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("good"), snapshot(version: 0, last: 0)), .create(record("bad"), snapshot(version: 0, last: 0)),
+                           .transaction(id: "good", transaction(version: 1, events: 1...1)),
+                           .transaction(id: "bad", transaction(version: 1, events: 1...1))])
+        store.close()
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try SQLiteDatabase(path: file).execute("UPDATE journal SET events = '[[1,' WHERE session = 'bad'")
+        let loaded = try open().loadAll()
+        #expect(loaded.sessions.map(\.record.id) == ["good"])
+        #expect(loaded.sessions.first?.transactions == [transaction(version: 1, events: 1...1)])
+        #expect(loaded.failed == ["bad"])
+    }
+
     @Test(.enabled(if: geteuid() == 0, "mounting a small tmpfs needs root"))
     func aFullDiskFailsTheBatchAndTheStoreRecoversOnceThereIsRoom() throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
