@@ -24,6 +24,8 @@ final class EventLoop: @unchecked Sendable {
     }
 
     let shared: ServerShared
+    /// Runs actors' jobs, tasks and closures placed on this loop.
+    let executor: LoopExecutor
     var settings: LoopSettings { shared.settings }
     private let inbox = Mutex(Inbox())
     /// Posters between taking the wake-up and making it; the selector outlives every one.
@@ -52,8 +54,9 @@ final class EventLoop: @unchecked Sendable {
     private var nextGeneration: UInt32 = 0
     private var nextSweep: Int64
 
-    init(shared: ServerShared) throws(HTTPServerError) {
+    init(shared: ServerShared, executor: LoopExecutor) throws(HTTPServerError) {
         self.shared = shared
+        self.executor = executor
         self.selector = try PlatformSelector(capacity: 256, wakeToken: Self.wakeToken)
         self.now = MonotonicClock.now()
         self.nextSweep = now + shared.settings.sweepInterval
@@ -77,7 +80,11 @@ final class EventLoop: @unchecked Sendable {
             return
         }
         let (dropped, wakes) = inbox.withLock { inbox -> (LoopMessage?, Bool) in
-            guard !inbox.closed else { return (message, false) }
+            guard !inbox.closed else {
+                // Passed on under the lock, so it runs after what the loop left behind.
+                if case .work(let work) = message { executor.runOnSpare(work) }
+                return (message, false)
+            }
             inbox.messages.append(message)
             guard !inbox.wakePending else { return (nil, false) }
             inbox.wakePending = true
@@ -118,6 +125,13 @@ final class EventLoop: @unchecked Sendable {
             deliver(stream, headers: headers, to: connection, sequence: sequence)
         case .streamActivity(let connection):
             if !connection.isClosed, connection.stream != nil { flushStream(connection) }
+        case .work(let work):
+            guard !shared.halting.load(ordering: .relaxed) else {
+                // Between two pieces of work: nothing of the executor runs here any more.
+                executor.leaveLoop()
+                return executor.runOnSpare(work)
+            }
+            executor.run(work)
         case .beginShutdown:
             beginShutdown()
         case .stop:
@@ -152,6 +166,7 @@ final class EventLoop: @unchecked Sendable {
 
     func run() {
         threadID.store(currentThreadID(), ordering: .releasing)
+        executor.attach(self)
         while running {
             let wait = max(0, min(nextSweep - now, 1_000_000_000))
             var ready = false
@@ -220,10 +235,14 @@ final class EventLoop: @unchecked Sendable {
 
     /// Releases everything the loop holds; at the end of `run`, or for a loop never started.
     func tearDown() {
-        let leftover = inbox.withLock { inbox -> [LoopMessage] in
-            inbox.closed = true
-            defer { inbox.messages = [] }
-            return inbox.messages
+        var leftover: [LoopMessage] = []
+        executor.detach {
+            leftover = inbox.withLock { inbox -> [LoopMessage] in
+                inbox.closed = true
+                defer { inbox.messages = [] }
+                for case .work(let work) in localMessages + inbox.messages { executor.runOnSpare(work) }
+                return inbox.messages
+            }
         }
         // No poster can start a wake-up now; one that started finishes before the descriptor
         // goes (and its number could be reused by someone else's file).

@@ -50,6 +50,9 @@ public final class HTTPResponder: Sendable {
         loop.post(.respond(connection, sequence: sequence, response))
     }
 
+    /// The loop this request arrived on: work placed there answers without a thread switch.
+    public var executor: LoopExecutor { loop.executor }
+
     /// The client's address, e.g. "127.0.0.1:5555", for logs.
     public var remoteAddress: String { connection.peer.description }
 

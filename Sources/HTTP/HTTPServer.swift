@@ -29,6 +29,9 @@ public final class HTTPServer: Sendable {
     }
 
     public let configuration: Configuration
+    /// One per loop, from the start: work placed on one runs on that loop's thread while the
+    /// server runs, and on a queue of its own before and after.
+    public let executors: [LoopExecutor]
     private let handler: any HTTPHandler
     private let phase = Mutex(Phase.idle)
     private let boundPort = Atomic<Int>(0)
@@ -37,6 +40,7 @@ public final class HTTPServer: Sendable {
     public init(configuration: Configuration, handler: any HTTPHandler) {
         self.configuration = configuration
         self.handler = handler
+        executors = (0..<max(1, configuration.loopCount)).map { LoopExecutor(label: "navd.loop.\($0)") }
     }
 
     /// Binds and listens (SO_REUSEADDR), then starts the loops. Throws a descriptive error
@@ -46,13 +50,13 @@ public final class HTTPServer: Sendable {
             guard case .idle = phase else { throw HTTPServerError("the server was already started") }
             let (fd, port) = try ListeningSocket.open(
                 host: configuration.host, port: configuration.port, backlog: configuration.listenBacklog)
-            let loopCount = max(1, configuration.loopCount)
+            let loopCount = executors.count
             let shared = ServerShared(listenFD: fd, settings: LoopSettings(configuration), handler: handler, loopCount: loopCount)
             var loops: [EventLoop] = []
             var threads: [LoopThread] = []
             do throws(HTTPServerError) {
-                for _ in 0..<loopCount {
-                    loops.append(try EventLoop(shared: shared))
+                for executor in executors {
+                    loops.append(try EventLoop(shared: shared, executor: executor))
                 }
                 for loop in loops { loop.peers = loops }
                 for loop in loops {
@@ -119,6 +123,7 @@ public final class HTTPServer: Sendable {
             return (shared, loops, threads)
         }
         guard let (shared, loops, threads) = running else { return }
+        shared.halting.store(true, ordering: .relaxed)
         for loop in loops { loop.post(.stop) }
         for thread in threads { thread.join() }
         shared.closeListener()

@@ -6,6 +6,8 @@ enum LoopMessage: Sendable {
     case startStream(Connection, sequence: UInt64, EventStream, HTTPHeaders)
     /// The stream has bytes queued or a close requested.
     case streamActivity(Connection)
+    /// Work placed on this loop through its executor.
+    case work(LoopWork)
     case beginShutdown
     case stop
 }

@@ -14,6 +14,9 @@ final class ServerShared: Sendable {
     let nextLoop = Atomic<Int>(0)
     /// Set by beginShutdown: accepted connections are answered 503 at once, not served.
     let stopping = Atomic<Bool>(false)
+    /// Set by finishShutdown: the loops stop, and work placed on them moves to their executors'
+    /// own queues at once instead of keeping a loop from stopping.
+    let halting = Atomic<Bool>(false)
 
     /// Loops that may still accept from `listenFD`; the last to let go closes it.
     private let listenerHolders: Atomic<Int>

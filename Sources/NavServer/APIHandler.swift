@@ -4,7 +4,9 @@ import SessionStorage
 import WebClient
 
 /// Routes requests to the sessions: authenticates, validates the request on the loop thread,
-/// then runs the transaction on the session's executor and answers from there.
+/// then runs the transaction on the session's executor (the event loop it lives on: in place
+/// when that is the request's own) and answers from there. Nothing a request does runs on the
+/// cooperative pool: what must wait runs as a task on the request's loop.
 final class APIHandler: HTTPHandler {
     let catalog: FeatureCatalog
     let store: SessionStore
@@ -111,9 +113,9 @@ final class APIHandler: HTTPHandler {
         let allowQueryToken = route == .events
         let token = Self.presentedToken(request, allowQueryToken: allowQueryToken)
         let ticket = request.headers["Authorization"] == nil && allowQueryToken && request.queryValue("ticket") != nil
-        Task {
+        Task(executorPreference: answer.executor) { [self] in
             do throws(APIError) {
-                try await claim(id, token: token, ticket: ticket)
+                try await claim(id, token: token, ticket: ticket, executor: answer.executor)
                 let hosted = try authorize(id, request, allowQueryToken: allowQueryToken)
                 hosted.touch()
                 try sessionRoute(route, parameters, hosted, request, answer)
@@ -125,11 +127,12 @@ final class APIHandler: HTTPHandler {
 
     /// Makes sure session `id` is held here, claiming it from the shared store if need be; one
     /// claim per session at a time on this node.
-    private func claim(_ id: String, token: String?, ticket: Bool) async throws(APIError) {
+    private func claim(_ id: String, token: String?, ticket: Bool, executor: LoopExecutor) async throws(APIError) {
         while store.session(id) == nil {
             guard await claims.begin(id) else { continue }
             let log = log
-            let claimed = await persistence.claim(id, token: token, catalog: catalog, limits: configuration.sessionLimits, metrics: metrics) {
+            let claimed = await persistence.claim(id, token: token, catalog: catalog, limits: configuration.sessionLimits,
+                                                  executor: executor, metrics: metrics) {
                 log.note(.warn, "session_unclaimable", [("session", .string($0)), ("reason", .string($1))])
             }
             var refusal: APIError?
@@ -212,7 +215,9 @@ final class APIHandler: HTTPHandler {
         if case .null? = state { state = nil }
         let navigation: NavigationSession
         do {
-            navigation = try catalog.makeSession(feature: feature, state: state, limits: configuration.sessionLimits)
+            // It lives on the loop its creator's requests arrive on.
+            navigation = try catalog.makeSession(feature: feature, state: state, limits: configuration.sessionLimits,
+                                                 executor: answer.executor)
         } catch {
             throw APIError(error)
         }
@@ -225,7 +230,7 @@ final class APIHandler: HTTPHandler {
             throw .overCapacity(sessions: store.limit ?? 0)
         }
         let (persistence, store) = (persistence, store)
-        Task {
+        Task(executorPreference: answer.executor) { [self] in
             await attachEvents(hosted)
             // A 201 means the session is durable: it is written with its first snapshot first.
             if let journal = persistence.journal(for: hosted.id, epoch: hosted.epoch) {
@@ -251,7 +256,7 @@ final class APIHandler: HTTPHandler {
         switch (route, request.method) {
         case (.session, "DELETE"):
             let (store, memory, persistence) = (store, memory, persistence)
-            Task {
+            Task(executorPreference: answer.executor) { [self] in
                 // Gone from the store first: a 204 means it stays gone after a restart.
                 switch await persistence.commit([.delete(id: hosted.id)], of: hosted) {
                 case .durable: break
@@ -266,8 +271,8 @@ final class APIHandler: HTTPHandler {
                 answer.send(HTTPResponse(status: 204))
             }
         case (.session, _):
-            Task {
-                let (version, state, tree) = await session.describe()
+            session.isolated { session in
+                let (version, state, tree) = session.describe()
                 let body = JSON.object(JSONObject([
                     ("id", .string(hosted.id)), ("feature", .string(hosted.feature)),
                     ("version", .int(version)), ("state", state), ("navigation", tree),
@@ -275,7 +280,7 @@ final class APIHandler: HTTPHandler {
                 answer.send(.json(status: 200, body.bytes, headers: ["ETag": "\"\(version)\""]))
             }
         case (.navigation, _):
-            Task { answer.send(.json(status: 200, await session.navigation().bytes)) }
+            session.isolated { answer.send(.json(status: 200, $0.navigation().bytes)) }
         case (.events, _):
             try openStream(hosted, request, answer)
         case (.streamTickets, _):
@@ -344,30 +349,52 @@ final class APIHandler: HTTPHandler {
         default:
             throw APIError(404, "not_found", "no such endpoint")
         }
-        // A request that waits is measured apart: its latency is mostly its effects'.
-        let answer = wait == nil ? answer : answer.waiting()
-        let store = store
-        Task {
-            do throws(NavigationError) {
-                // On the session's actor throughout, the answer included (it only queues bytes).
-                try await session.run { session throws(NavigationError) in
-                    var outcome = try await session.durable(try change(session))
-                    if let wait { outcome = try await session.durable(await session.waitForEffects(of: outcome, timeout: wait)) }
-                    answer.send(.json(status: 200, Self.outcomeBody(outcome), headers: ["ETag": "\"\(outcome.version)\""]))
-                }
-            } catch {
-                if lifecycle.isShuttingDown {
-                    // A session the shutdown just ended or suspended is not gone: try again later.
-                    answer.fail(.shuttingDown)
-                } else if hosted.epoch != nil, store.session(hosted.id) !== hosted {
-                    // Another node took it over and this write was fenced off: nothing changed,
-                    // and this node answers as for a session it never had.
-                    answer.fail(.unknownSession(hosted.id))
-                } else {
-                    answer.fail(APIError(error))
+        let (store, lifecycle) = (store, lifecycle)
+        let fail: @Sendable (NavigationError) -> Void = { error in
+            if lifecycle.isShuttingDown {
+                // A session the shutdown just ended or suspended is not gone: try again later.
+                answer.fail(.shuttingDown)
+            } else if hosted.epoch != nil, store.session(hosted.id) !== hosted {
+                // Another node took it over and this write was fenced off: nothing changed,
+                // and this node answers as for a session it never had.
+                answer.fail(.unknownSession(hosted.id))
+            } else {
+                answer.fail(APIError(error))
+            }
+        }
+        guard let wait else {
+            // The hot path: the change in place on the session's loop, the answer once it is
+            // durable, straight from the store's notice; no task, no continuation.
+            return session.isolated { session in
+                do throws(NavigationError) {
+                    session.whenDurable(try change(session)) { result in
+                        switch result {
+                        case .success(let outcome): answer.send(Self.outcomeResponse(outcome))
+                        case .failure(let error): fail(error)
+                        }
+                    }
+                } catch {
+                    fail(error)
                 }
             }
         }
+        // A request that waits is measured apart: its latency is mostly its effects'.
+        let waiting = answer.waiting()
+        Task(executorPreference: answer.executor) {
+            do throws(NavigationError) {
+                // On the session's actor throughout, the answer included (it only queues bytes).
+                try await session.run { session throws(NavigationError) in
+                    let outcome = try await session.durable(try change(session))
+                    waiting.send(Self.outcomeResponse(try await session.durable(await session.waitForEffects(of: outcome, timeout: wait))))
+                }
+            } catch {
+                fail(error)
+            }
+        }
+    }
+
+    static func outcomeResponse(_ outcome: NavigationSession.Outcome) -> HTTPResponse {
+        .json(status: 200, outcomeBody(outcome), headers: ["ETag": "\"\(outcome.version)\""])
     }
 
     /// Sends every batch of the session to its open streams; closes them when a failed write
@@ -458,8 +485,8 @@ final class APIHandler: HTTPHandler {
                                    reason: tally.reason(reason, shuttingDown: lifecycle.isShuttingDown),
                                    seconds: (ContinuousClock.now - opened).inSeconds, events: tally.events, bytes: tally.bytes))
         }
-        Task {
-            await hosted.navigation.attach(after: lastEventID) { start, through in
+        hosted.navigation.isolated { session in
+            session.attach(after: lastEventID) { start, through in
                 var first = ServerSentEvents.preamble
                 switch start {
                 case .resume(let missed):

@@ -13,6 +13,8 @@ struct Answer: Sendable {
     }
 
     var requestID: String { exchange.requestID }
+    /// The event loop the request arrived on: where a task for it runs, off the cooperative pool.
+    var executor: LoopExecutor { responder.executor }
     var remoteAddress: String { exchange.remoteAddress }
 
     /// This answer, for a request that waits for its effects.

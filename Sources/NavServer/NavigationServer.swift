@@ -103,7 +103,7 @@ public final class NavigationServer: Sendable {
     private func recoverSessions() async throws {
         let handler = handler
         let sessions = try handler.persistence.recover(
-            catalog: handler.catalog, limits: configuration.sessionLimits, metrics: handler.metrics
+            catalog: handler.catalog, limits: configuration.sessionLimits, metrics: handler.metrics, executors: http.executors
         ) { id, reason in
             handler.log.note(.warn, "session_unreadable", [("session", .string(id)), ("reason", .string(reason))])
         }

@@ -17,7 +17,6 @@ final class SessionPersistence: Sendable {
     private let failing = Atomic<Bool>(false)
     private let failedRecords = Atomic<Int>(0)
     private let recovered = Atomic<Int>(0)
-    fileprivate let notices = DurableNotices()
     private let claimed = Atomic<Int>(0)
     private let released = Atomic<Int>(0)
     private let lost = Mutex<(@Sendable (_ id: String, _ olderThan: Int) -> Void)?>(nil)
@@ -135,8 +134,8 @@ final class SessionPersistence: Sendable {
     }
 
     /// Loads session `id` from the shared store and takes it over, if `token` opens it.
-    func claim(_ id: String, token: String?, catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics,
-               report: @escaping @Sendable (String, String) -> Void) async -> Claimed {
+    func claim(_ id: String, token: String?, catalog: FeatureCatalog, limits: SessionLimits, executor: any SessionExecutor,
+               metrics: Metrics, report: @escaping @Sendable (String, String) -> Void) async -> Claimed {
         guard let shared else { return .notFound }
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<SessionClaim, StorageError>, Never>) in
             shared.claim(id, authorize: { hash in token.map { TokenHash.matches($0, hash) } ?? false }) { done.resume(returning: $0) }
@@ -154,7 +153,7 @@ final class SessionPersistence: Sendable {
             return .failed
         case .success(.claimed(let stored, let epoch)):
             do throws(RecoveryError) {
-                let navigation = try restore(stored, epoch: epoch, catalog: catalog, limits: limits)
+                let navigation = try restore(stored, epoch: epoch, catalog: catalog, limits: limits, executor: executor)
                 claimed.add(1, ordering: .relaxed)
                 return .hosted(HostedSession(id: id, tokenHash: stored.record.tokenHash, epoch: epoch,
                                              navigation: navigation, events: SessionEvents(metrics: metrics)))
@@ -172,19 +171,21 @@ final class SessionPersistence: Sendable {
     ///
     /// Rebuilding a session (decoding its state, deriving its tree) is most of a restart's time,
     /// and sessions do not depend on each other: they are rebuilt a batch at a time on every core,
-    /// while the store is read on one thread.
-    func recover(catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics,
+    /// while the store is read on one thread. They are dealt to `executors` in turn.
+    func recover(catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics, executors: [any SessionExecutor],
                  report: (String, String) -> Void) throws(StorageError) -> [HostedSession] {
         guard let storage else { return [] }
         var sessions: [HostedSession] = []
         var failed: [(String, String)] = []
         var batch: [StoredSession] = []
+        var dealt = 0
         func rebuildBatch() {
             let rebuilt = RecoveryBatch(count: batch.count)
-            DispatchQueue.concurrentPerform(iterations: batch.count) { [batch] index in
+            DispatchQueue.concurrentPerform(iterations: batch.count) { [batch, dealt] index in
                 let stored = batch[index]
                 do throws(RecoveryError) {
-                    let navigation = try restore(stored, epoch: nil, catalog: catalog, limits: limits)
+                    let navigation = try restore(stored, epoch: nil, catalog: catalog, limits: limits,
+                                                 executor: executors[(dealt + index) % executors.count])
                     rebuilt.set(index, .success(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash, epoch: nil,
                                                               navigation: navigation, events: SessionEvents(metrics: metrics))))
                 } catch {
@@ -198,6 +199,7 @@ final class SessionPersistence: Sendable {
                 case nil: failed.append((stored.record.id, "not rebuilt"))
                 }
             }
+            dealt += batch.count
             batch.removeAll(keepingCapacity: true)
         }
         let undecodable = try storage.load { stored in
@@ -212,7 +214,8 @@ final class SessionPersistence: Sendable {
         return sessions
     }
 
-    private func restore(_ stored: StoredSession, epoch: Int?, catalog: FeatureCatalog, limits: SessionLimits) throws(RecoveryError) -> NavigationSession {
+    private func restore(_ stored: StoredSession, epoch: Int?, catalog: FeatureCatalog, limits: SessionLimits,
+                         executor: any SessionExecutor) throws(RecoveryError) -> NavigationSession {
         let snapshot = DurableSession(
             version: stored.snapshot.version, lastSequence: stored.snapshot.lastSequence, nextSerial: stored.snapshot.nextSerial,
             state: try Self.parse(stored.snapshot.state, "snapshot state"), navigation: try Self.parse(stored.snapshot.tree, "snapshot tree"))
@@ -226,7 +229,8 @@ final class SessionPersistence: Sendable {
         let current = try snapshot.applying(entries)
         let events = try stored.events.map(Self.event)
         guard let journal = journal(for: stored.record.id, epoch: epoch) else { throw RecoveryError(description: "no store") }
-        return try catalog.restoreSession(feature: stored.record.feature, current, events: events, limits: limits, journal: journal)
+        return try catalog.restoreSession(feature: stored.record.feature, current, events: events, limits: limits,
+                                          journal: journal, executor: executor)
     }
 
     private static func parse(_ bytes: [UInt8], _ what: String) throws(RecoveryError) -> JSON {
@@ -324,8 +328,9 @@ private final class StorageJournal: SessionJournal {
             // Let go before the session hears of the failure, so the request it fails finds the
             // session gone and answers as this node would for a session it never had.
             if case .failure(.fenced) = result, let epoch { persistence.fencedOff(id, epoch: epoch) }
-            let durable = persistence.noted(result)
-            persistence.notices.post { completion(durable) }
+            // The session hears of it on its own executor (its event loop): one wake-up of each
+            // loop per commit, however many of its sessions the commit carried.
+            completion(persistence.noted(result))
         })
     }
 }

@@ -46,8 +46,10 @@ public struct FeatureCatalog: Sendable {
         description = .object(JSONObject([("features", .array(screens.map { $0.describe(hostable: hostNames.contains($0.name)) }))]))
     }
 
-    /// A new session, optionally deep-linked by a full or partial initial state.
-    public func makeSession(feature: String, state: JSON?, limits: SessionLimits = SessionLimits()) throws(NavigationError) -> NavigationSession {
+    /// A new session, optionally deep-linked by a full or partial initial state, running on
+    /// `executor` (a serial queue of its own by default).
+    public func makeSession(feature: String, state: JSON?, limits: SessionLimits = SessionLimits(),
+                            executor: any SessionExecutor = SerialQueueExecutor()) throws(NavigationError) -> NavigationSession {
         guard let host = hosts.first(where: { $0.name == feature }) else { throw .unknownFeature(feature) }
         if let state {
             do throws(StateError) { try limits.check(state, at: JSONPath("state")) } catch { throw .tooLarge(error) }
@@ -58,15 +60,16 @@ public struct FeatureCatalog: Sendable {
         } catch {
             throw .invalidState(error)
         }
-        return NavigationSession(feature: feature, root: root, limits: limits, rebuild: rebuilder(host))
+        return NavigationSession(feature: feature, root: root, limits: limits, executor: executor, rebuild: rebuilder(host))
     }
 
     /// A session brought back from its journal, with the same tree, ids, counters and kept events.
     public func restoreSession(feature: String, _ stored: DurableSession, events: [NavigationEvent],
-                               limits: SessionLimits = SessionLimits(), journal: any SessionJournal) throws(RecoveryError) -> NavigationSession {
+                               limits: SessionLimits = SessionLimits(), journal: any SessionJournal,
+                               executor: any SessionExecutor = SerialQueueExecutor()) throws(RecoveryError) -> NavigationSession {
         guard let host = hosts.first(where: { $0.name == feature }) else { throw RecoveryError(description: "unknown feature \(feature)") }
         return try NavigationSession(feature: feature, restoring: stored, events: events, limits: limits,
-                                     journal: journal, rebuild: rebuilder(host))
+                                     journal: journal, executor: executor, rebuild: rebuilder(host))
     }
 
     private func rebuilder(_ host: Host) -> @Sendable (JSON) throws(StateError) -> any AnyLiveFeature {

@@ -9,6 +9,9 @@ import Synchronization
 public actor NavigationSession {
     /// The root feature's name.
     public nonisolated let feature: String
+    /// Where the session runs, every job and callback of it.
+    public nonisolated let executor: any SessionExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// Goes up by one with every transaction that emits events.
     public private(set) var version = 0
     private var lastSequence = 0
@@ -31,25 +34,25 @@ public actor NavigationSession {
     /// Makes the root feature anew from a full state: how a rollback rebuilds the session.
     private let rebuild: @Sendable (JSON) throws(StateError) -> any AnyLiveFeature
 
-    init(feature: String, root: sending any AnyLiveFeature, limits: SessionLimits,
+    init(feature: String, root: sending any AnyLiveFeature, limits: SessionLimits, executor: any SessionExecutor,
          rebuild: @escaping @Sendable (JSON) throws(StateError) -> any AnyLiveFeature) {
         self.feature = feature
+        self.executor = executor
         self.limits = limits
         self.rebuild = rebuild
         let tracker = ChangeTracker()
         self.tracker = tracker
         self.reconciler = Reconciler(root: root, tracker: tracker)
         self.log = EventLog(capacity: limits.eventBufferCount, byteLimit: limits.eventBufferBytes)
-        tracker.onFlushNeeded { [weak self] in
-            guard let self else { return }
-            Task { await self.flush() }
-        }
+        tracker.onFlushNeeded { [weak self] in self?.afterThisTurn { $0.flush() } }
     }
 
     /// A session brought back from its journal: the same tree, ids, counters and kept events.
     init(feature: String, restoring stored: DurableSession, events: [NavigationEvent], limits: SessionLimits,
-         journal: any SessionJournal, rebuild: @escaping @Sendable (JSON) throws(StateError) -> any AnyLiveFeature) throws(RecoveryError) {
+         journal: any SessionJournal, executor: any SessionExecutor,
+         rebuild: @escaping @Sendable (JSON) throws(StateError) -> any AnyLiveFeature) throws(RecoveryError) {
         self.feature = feature
+        self.executor = executor
         self.limits = limits
         self.rebuild = rebuild
         let tracker = ChangeTracker()
@@ -67,10 +70,7 @@ public actor NavigationSession {
         lastSequence = stored.lastSequence
         for event in events where event.sequence <= stored.lastSequence { log.append(event) }
         durability = Durability(journal: journal, durable: stored)
-        tracker.onFlushNeeded { [weak self] in
-            guard let self else { return }
-            Task { await self.flush() }
-        }
+        tracker.onFlushNeeded { [weak self] in self?.afterThisTurn { $0.flush() } }
     }
 
     /// From now on every batch is written to `journal` and published only once it is durable.
@@ -325,7 +325,9 @@ public actor NavigationSession {
         flush()
         // The version and events as of now; `durable` then holds the answer until they are.
         let (through, version, rollbacks) = (lastSequence, version, rollbacks)
-        try? await waitDurable(through: through)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            whenDurable(through: through) { _ in done.resume() }
+        }
         let events = log.events(after: outcome.sequenceBefore, lastIssued: min(through, durability?.durableSequence ?? through)) ?? outcome.events
         return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore, through: through, rollbacks: rollbacks)
     }
@@ -374,21 +376,44 @@ public actor NavigationSession {
         try await body(self)
     }
 
-    /// Waits until what `outcome` changed is durable. Without a journal, at once.
-    public func durable(_ outcome: Outcome) async throws(NavigationError) -> Outcome {
-        // A failed write rolled the session back after this change was made: it never happened,
-        // and its event ids will be issued again for other changes.
-        guard outcome.rollbacks == rollbacks else { throw .storageUnavailable }
-        try await waitDurable(through: outcome.through)
-        return outcome
+    /// Runs `body` on the session's executor: in place when called there (a request on the
+    /// session's own event loop), otherwise after what is queued there.
+    public nonisolated func isolated(_ body: @escaping @Sendable (isolated NavigationSession) -> Void) {
+        if executor.isCurrent {
+            assumeIsolated(body)
+        } else {
+            executor.execute { self.assumeIsolated(body) }
+        }
     }
 
-    private func waitDurable(through sequence: Int) async throws(NavigationError) {
-        guard let durability, durability.durableSequence < sequence else { return }
-        let waiter = DurabilityWaiter(sequence: sequence)
-        self.durability?.waiters.append(waiter)
-        await waiter.wakeup.wait()
-        guard waiter.succeeded.load(ordering: .acquiring) else { throw .storageUnavailable }
+    /// Runs `body` on the session's executor after what is queued there, never in place: what
+    /// the session reacts to (an effect's change, a write's outcome) waits for the turn in
+    /// progress to end, so every change of one turn lands in one batch.
+    private nonisolated func afterThisTurn(_ body: @escaping @Sendable (isolated NavigationSession) -> Void) {
+        executor.execute { self.assumeIsolated(body) }
+    }
+
+    /// Waits until what `outcome` changed is durable. Without a journal, at once.
+    public func durable(_ outcome: Outcome) async throws(NavigationError) -> Outcome {
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<Outcome, NavigationError>, Never>) in
+            whenDurable(outcome) { done.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    /// Calls `done` on the session's executor once what `outcome` changed is durable: at once
+    /// without a journal, or with `storageUnavailable` when a failed write undid it. A request
+    /// waits this way without a task of its own.
+    public func whenDurable(_ outcome: Outcome, _ done: @escaping @Sendable (Result<Outcome, NavigationError>) -> Void) {
+        // A failed write rolled the session back after this change was made: it never happened,
+        // and its event ids will be issued again for other changes.
+        guard outcome.rollbacks == rollbacks else { return done(.failure(.storageUnavailable)) }
+        whenDurable(through: outcome.through) { succeeded in done(succeeded ? .success(outcome) : .failure(.storageUnavailable)) }
+    }
+
+    private func whenDurable(through sequence: Int, _ done: @escaping @Sendable (Bool) -> Void) {
+        guard let durability, durability.durableSequence < sequence else { return done(true) }
+        self.durability?.waiters.append(DurabilityWaiter(sequence: sequence, done: done))
     }
 
     /// Hands a batch to the journal at once: it need not wait for the session's previous write,
@@ -398,8 +423,7 @@ public actor NavigationSession {
         durability.writesMade += 1
         durability.inFlight.append(InFlightWrite(number: number, entry: entry))
         durability.journal.write([entry], generation: rollbacks) { [weak self] success in
-            guard let self else { return }
-            Task { await self.written(number, success: success) }
+            self?.afterThisTurn { $0.written(number, success: success) }
         }
     }
 
@@ -670,15 +694,9 @@ private struct InFlightWrite {
 }
 
 /// A request waiting for its batch to be durable.
-private final class DurabilityWaiter: Sendable {
+private struct DurabilityWaiter {
     let sequence: Int
-    let wakeup = Wakeup()
-    let succeeded = Atomic<Bool>(false)
+    let done: @Sendable (Bool) -> Void
 
-    init(sequence: Int) { self.sequence = sequence }
-
-    func finish(success: Bool) {
-        succeeded.store(success, ordering: .releasing)
-        wakeup.fire()
-    }
+    func finish(success: Bool) { done(success) }
 }
