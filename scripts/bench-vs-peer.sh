@@ -2,12 +2,14 @@
 # Measures navd against the Hummingbird peer in one run, alternating them, with the scripts in
 # ../shared/bench, and prints each figure with its ratio to the peer's. navd runs with its
 # durable default (SQLite, a fresh data directory each time); actions are also measured with
-# `--store memory`, and the store's commit latency and batch sizes are read from /metrics.
+# `--store memory`, and the store's commit latency and batch sizes are read from /metrics. The
+# limit of the action benchmark's HTTP shape on this machine is measured in the same run: nginx
+# answering every request with a fixed body (../shared/bench/limit-nginx.sh).
 #
 # Usage: scripts/bench-vs-peer.sh PEER_BINARY [ROUNDS=2]
 #   PEER_BINARY: the peer built with `swift build -c release` in ../shared/peers/hummingbird/peer
 #   (or a copy of that directory). navd is built here in release first.
-# Needs wrk (apt-get install -y wrk) and python3. Everything runs on loopback.
+# Needs wrk and nginx (apt-get install -y wrk nginx) and python3. Everything runs on loopback.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PEER="${1:?usage: scripts/bench-vs-peer.sh PEER_BINARY [ROUNDS]}"
@@ -25,6 +27,8 @@ start() {  # start NAME PORT
     "$NAVD" --port "$2" --log-requests off --data-dir "$data/store" >/dev/null 2>&1 &
   elif [[ "$1" == navd-memory ]]; then
     "$NAVD" --port "$2" --log-requests off --store memory >/dev/null 2>&1 &
+  elif [[ "$1" == limit ]]; then
+    "$BENCH/limit-nginx.sh" "$2" >/dev/null 2>&1 &
   else
     PORT="$2" "$PEER" >/dev/null 2>&1 &
   fi
@@ -56,7 +60,7 @@ run() {  # run NAME MEASURE
   start "$name" "$port"
   "$BENCH/wait-idle.sh" 85 120 >/dev/null || true
   case $measure in
-    actions) line=$("$BENCH/run-actions.sh" "http://127.0.0.1:$port" 10 32 | tail -1)
+    actions) line=$(CHECK=$([[ $name == limit ]] && echo 0 || echo 1) "$BENCH/run-actions.sh" "http://127.0.0.1:$port" 10 32 | tail -1)
              [[ $name == navd ]] && line="$line $(store_figures "$port")" ;;
     sse) line=$(python3 "$BENCH/sse_latency.py" "http://127.0.0.1:$port" 1000 200 | tail -1) ;;
     hold) line=$(python3 "$BENCH/sse_hold.py" "http://127.0.0.1:$port" 10000 "$pid" | tail -1) ;;
@@ -64,7 +68,8 @@ run() {  # run NAME MEASURE
   stop
   echo "$name $measure: $line"
   case $measure in
-    actions) sum[$name.rps]=$(echo "${sum[$name.rps]:-0} + $(echo "$line" | field actions_rps)" | bc -l) ;;
+    actions) sum[$name.rps]=$(echo "${sum[$name.rps]:-0} + $(echo "$line" | field actions_rps)" | bc -l)
+             sum[$name.ap99]=$(echo "${sum[$name.ap99]:-0} + $(echo "$line" | field p99_ms)" | bc -l) ;;
     sse) sum[$name.p99]=$(echo "${sum[$name.p99]:-0} + $(echo "$line" | field p99_ms)" | bc -l)
          sum[$name.p50]=$(echo "${sum[$name.p50]:-0} + $(echo "$line" | field p50_ms)" | bc -l) ;;
     hold) sum[$name.kib]=$(echo "${sum[$name.kib]:-0} + $(echo "$line" | field kib_per_conn)" | bc -l) ;;
@@ -75,7 +80,7 @@ for _ in $(seq "$ROUNDS"); do
   for measure in actions sse hold; do
     run peer "$measure"
     run navd "$measure"
-    [[ $measure == actions ]] && run navd-memory actions
+    if [[ $measure == actions ]]; then run navd-memory actions; run limit actions; fi
   done
 done
 
@@ -84,7 +89,9 @@ avg() { echo "scale=2; $1 / $ROUNDS" | bc -l; }
 echo
 echo "means of $ROUNDS rounds (navd / peer):"
 echo "actions_rps          navd $(avg "${sum[navd.rps]}")  peer $(avg "${sum[peer.rps]}")  ratio $(ratio "${sum[navd.rps]}" "${sum[peer.rps]}")"
-echo "actions_rps, memory  navd $(avg "${sum[navd-memory.rps]}")  durable / memory $(ratio "${sum[navd.rps]}" "${sum[navd-memory.rps]}")"
+echo "actions_rps, memory  navd $(avg "${sum[navd-memory.rps]}")  ratio $(ratio "${sum[navd-memory.rps]}" "${sum[peer.rps]}")  durable / memory $(ratio "${sum[navd.rps]}" "${sum[navd-memory.rps]}")"
+echo "actions_rps, limit   nginx $(avg "${sum[limit.rps]}")  memory / limit $(ratio "${sum[navd-memory.rps]}" "${sum[limit.rps]}")"
+echo "actions p99 ms (32)  navd $(avg "${sum[navd.ap99]}")  memory $(avg "${sum[navd-memory.ap99]}")  peer $(avg "${sum[peer.ap99]}")"
 echo "sse p50 ms (1000)    navd $(avg "${sum[navd.p50]}")  peer $(avg "${sum[peer.p50]}")  ratio $(ratio "${sum[navd.p50]}" "${sum[peer.p50]}")"
 echo "sse p99 ms (1000)    navd $(avg "${sum[navd.p99]}")  peer $(avg "${sum[peer.p99]}")  ratio $(ratio "${sum[navd.p99]}" "${sum[peer.p99]}")"
 echo "KiB per idle stream  navd $(avg "${sum[navd.kib]}")  peer $(avg "${sum[peer.kib]}")  ratio $(ratio "${sum[navd.kib]}" "${sum[peer.kib]}")"

@@ -166,7 +166,7 @@ final class EventLoop: @unchecked Sendable {
 
     func run() {
         threadID.store(currentThreadID(), ordering: .releasing)
-        executor.attach(self)
+        executor.enterLoop()
         while running {
             let wait = max(0, min(nextSweep - now, 1_000_000_000))
             var ready = false

@@ -60,6 +60,9 @@ public final class HTTPServer: Sendable {
                 }
                 for loop in loops { loop.peers = loops }
                 for loop in loops {
+                    // Attached before its thread starts, so work placed there from now on waits
+                    // in its inbox, behind nothing that runs elsewhere.
+                    loop.executor.attach(loop)
                     threads.append(try LoopThread.start { loop.run() })
                 }
             } catch {

@@ -77,10 +77,14 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
         spare.async { self.run(work) }
     }
 
-    /// The loop starts (on its thread): from now on work runs there, once what was queued
-    /// before has run.
+    /// The loop is about to start: from now on work queues there.
     func attach(_ loop: EventLoop) {
         home.withLock { $0 = .loop(loop) }
+    }
+
+    /// The loop starts (on its thread): it runs the work queued there once what was queued
+    /// on the spare queue before has run.
+    func enterLoop() {
         spare.sync {}
         loopThread.store(currentThreadID(), ordering: .releasing)
     }

@@ -180,9 +180,13 @@ final class APIHandler: HTTPHandler {
     /// `?token=`; nil when there is none (or a stream ticket instead).
     private static func presentedToken(_ request: HTTPRequest, allowQueryToken: Bool) -> String? {
         if let header = request.headers["Authorization"] {
-            let parts = header.split(separator: " ", maxSplits: 1)
-            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-            return String(parts[1]).filter { $0 != " " }
+            // `Bearer <token>`, the scheme in any case, read on the bytes; spaces are no part of a token.
+            let bytes = header.utf8.drop { $0 == UInt8(ascii: " ") }
+            guard let space = bytes.firstIndex(of: UInt8(ascii: " ")),
+                  bytes[..<space].elementsEqual("bearer".utf8, by: { $0 | 0x20 == $1 }) else { return nil }
+            let token = bytes[space...].dropFirst()
+            guard token.contains(UInt8(ascii: " ")) else { return String(Substring(token)) }
+            return String(decoding: token.filter { $0 != UInt8(ascii: " ") }, as: UTF8.self)
         }
         guard allowQueryToken, request.queryValue("ticket") == nil else { return nil }
         return request.queryValue("token")

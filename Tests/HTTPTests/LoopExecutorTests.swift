@@ -1,0 +1,128 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import HTTP
+import Synchronization
+import Testing
+
+/// Work placed on a loop's executor runs on that loop's thread while the server runs, one piece
+/// at a time with its connections, and on a queue of its own before the start and after the stop,
+/// so nothing placed there is ever lost.
+@Suite struct LoopExecutorTests {
+    /// An actor that lives on a loop, as a session does.
+    actor Counter {
+        let executor: LoopExecutor
+        var count = 0
+        init(on executor: LoopExecutor) { self.executor = executor }
+        nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+        func increment() -> Int {
+            count += 1
+            return count
+        }
+    }
+
+    /// Answers with whether the request arrived on the executor it reports, and uses an actor
+    /// living there in place, without a hop.
+    final class OnLoop: HTTPHandler {
+        let counters = Mutex<[ObjectIdentifier: Counter]>([:])
+
+        func handle(_ request: HTTPRequest, responder: HTTPResponder) {
+            let executor = responder.executor
+            let counter = counters.withLock { $0[ObjectIdentifier(executor), default: Counter(on: executor)] }
+            counters.withLock { $0[ObjectIdentifier(executor)] = counter }
+            let count = counter.assumeIsolated { $0.increment() }
+            responder.respond(HTTPResponse(status: 200, body: Array("\(executor.isCurrent) \(count)".utf8)))
+        }
+
+        func response(to refusal: HTTPRefusal) -> HTTPResponse { HTTPResponse(status: refusal.error.status) }
+    }
+
+    static func run(on executor: LoopExecutor, _ work: @escaping @Sendable () -> Bool) async -> Bool {
+        await withCheckedContinuation { done in executor.execute { done.resume(returning: work()) } }
+    }
+
+    @Test func beforeTheStartWorkRunsOnTheExecutorsOwnQueue() async {
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 2), handler: OnLoop())
+        let executor = server.executors[0]
+        #expect(!executor.isCurrent)
+        #expect(await Self.run(on: executor) { executor.isCurrent && !server.executors[1].isCurrent })
+        let counter = Counter(on: executor)
+        #expect(await counter.increment() == 1)
+    }
+
+    @Test func whileTheServerRunsARequestUsesAnActorOnItsOwnLoopInPlace() async throws {
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 2), handler: OnLoop())
+        let early = Counter(on: server.executors[1])
+        #expect(await early.increment() == 1)
+        try server.start()
+        defer { server.finishShutdown(deadline: .now + .seconds(1)) }
+        for _ in 0..<4 {
+            let client = try TestClient(port: server.port)
+            for expected in 1...3 {
+                try client.send("GET / HTTP/1.1\r\n\r\n")
+                let words = try client.readResponse().bodyText.split(separator: " ")
+                #expect(words.first == "true")
+                // The same connection, the same loop, the same actor: its count goes up by one.
+                #expect(Int(words.last ?? "") ?? 0 >= expected)
+            }
+        }
+        // An actor placed on a loop before the start now runs there, its state intact.
+        #expect(await early.increment() == 2)
+        #expect(await Self.run(on: server.executors[1]) { server.executors[1].isCurrent && !server.executors[0].isCurrent })
+    }
+
+    @Test func tasksPreferringALoopRunThere() async throws {
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: OnLoop())
+        try server.start()
+        defer { server.finishShutdown(deadline: .now + .seconds(1)) }
+        let executor = server.executors[0]
+        let onLoop = await Task(executorPreference: executor) {
+            try? await Task.sleep(for: .milliseconds(5))
+            return executor.isCurrent
+        }.value
+        #expect(onLoop)
+    }
+
+    @Test func afterTheStopWorkStillRunsAndActorsStayUsable() async throws {
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: OnLoop())
+        try server.start()
+        let executor = server.executors[0]
+        let counter = Counter(on: executor)
+        #expect(await counter.increment() == 1)
+        server.finishShutdown(deadline: .now + .seconds(1))
+        #expect(await Self.run(on: executor) { executor.isCurrent })
+        #expect(await counter.increment() == 2)
+    }
+
+    /// A long queue of work on a loop cannot hold its shutdown up: what is left moves to the
+    /// executor's own queue, still one piece at a time.
+    @Test func aLoopStopsPromptlyWithWorkStillQueued() async throws {
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: OnLoop())
+        try server.start()
+        let executor = server.executors[0]
+        let ran = Atomic<Int>(0)
+        let overlapping = Atomic<Bool>(false)
+        let busy = Atomic<Bool>(false)
+        for _ in 0..<200 {
+            executor.execute {
+                if busy.exchange(true, ordering: .acquiringAndReleasing) { overlapping.store(true, ordering: .relaxed) }
+                usleep(5_000)
+                busy.store(false, ordering: .releasing)
+                ran.add(1, ordering: .relaxed)
+            }
+        }
+        let stopping = ContinuousClock.now
+        server.beginShutdown()
+        server.finishShutdown(deadline: .now + .milliseconds(100))
+        #expect(ContinuousClock.now - stopping < .milliseconds(800))
+        #expect(ran.load(ordering: .relaxed) < 200)
+        // Everything still runs, none of it at the same time as another piece.
+        #expect(await Self.run(on: executor) { true })
+        #expect(ran.load(ordering: .relaxed) == 200)
+        let overlapped = overlapping.load(ordering: .relaxed)
+        #expect(!overlapped)
+    }
+}
