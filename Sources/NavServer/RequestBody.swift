@@ -7,8 +7,10 @@ enum RequestBody {
     static func json(_ request: HTTPRequest) throws(APIError) -> JSON? {
         guard !request.body.isEmpty else { return nil }
         if let type = request.headers["Content-Type"] {
-            let mediaType = type.split(separator: ";").first.map { $0.filter { $0 != " " && $0 != "\t" }.lowercased() } ?? ""
-            guard mediaType == "application/json" || mediaType.hasSuffix("+json") else {
+            // The media type before any parameter, without spaces, in lower case: on the bytes.
+            let mediaType = type.utf8.prefix { $0 != UInt8(ascii: ";") }
+                .compactMap { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") ? nil : (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
+            guard mediaType.elementsEqual("application/json".utf8) || mediaType.reversed().starts(with: "+json".utf8.reversed()) else {
                 throw APIError(415, "unsupported_media_type", "send the body as application/json, not \(type)")
             }
         }

@@ -71,6 +71,30 @@ import TestSupport
         let form = try await client.request("POST", "/sessions", headers: [("Content-Type", "text/plain")], body: Array(#"{"feature":"app"}"#.utf8))
         #expect(form.status == 415)
         #expect(try await client.request("POST", "/sessions").status == 400)
+        // The media type is read without its parameters, spaces or case.
+        for (type, status) in [("Application/JSON; charset=utf-8", 201), ("application/vnd.navd+json", 201), (" application/json ;q=1", 201),
+                               ("application/jsonx", 415), ("text/json", 415)] {
+            let created = try await client.request("POST", "/sessions", headers: [("Content-Type", type)], body: Array(#"{"feature":"counter"}"#.utf8))
+            #expect(created.status == status, "\(type)")
+        }
+        // Strings are checked for UTF-8 whether or not they are ASCII.
+        let notUTF8 = try await client.request("POST", "/sessions", headers: [("Content-Type", "application/json")],
+                                               body: Array(#"{"feature":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8))
+        #expect(notUTF8.json["error"]?["code"] == "malformed_json")
+        await server.stop()
+    }
+
+    @Test func theBearerSchemeIsReadInAnyCaseAndNothingElseOpensASession() async throws {
+        let server = try await TestServer()
+        let session = try await server.session("counter")
+        let client = try server.client()
+        let target = "/sessions/\(session.id)/navigation"
+        for (authorization, status) in [("Bearer \(session.token)", 200), ("bearer \(session.token)", 200), ("BEARER  \(session.token)", 200),
+                                        ("Basic \(session.token)", 401), ("Bearer", 401), ("Bearer x\(session.token)", 401),
+                                        ("Bearertoken \(session.token)", 401), (session.token, 401)] {
+            let response = try await client.request("GET", target, headers: [("Authorization", authorization)])
+            #expect(response.status == status, "\(authorization)")
+        }
         await server.stop()
     }
 
