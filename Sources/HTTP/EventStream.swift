@@ -20,12 +20,16 @@ public final class EventStream: Sendable {
 
     private let state: Mutex<State>
     private let bufferLimit: Int
+    /// The executor of the loop that writes this stream (nil for one that never opened): what
+    /// fans a batch out to many streams can queue each loop's share on that loop.
+    public let executor: LoopExecutor?
 
     init(loop: EventLoop, connection: Connection, bufferLimit: Int) {
         var state = State()
         state.owner = (loop, connection)
         self.state = Mutex(state)
         self.bufferLimit = bufferLimit
+        self.executor = loop.executor
     }
 
     /// A stream that never opened.
@@ -34,6 +38,7 @@ public final class EventStream: Sendable {
         state.endReason = reason
         self.state = Mutex(state)
         self.bufferLimit = 0
+        self.executor = nil
     }
 
     /// Queues bytes for the client; false if the stream is closed (or just closed because

@@ -22,6 +22,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     private let spare: DispatchQueue
     private let onSpare = DispatchSpecificKey<Bool>()
 
+    /// An executor for a loop yet to start; `label` names its spare queue.
     public init(label: String = "navd.loop") {
         spare = DispatchQueue(label: label)
         spare.setSpecific(key: onSpare, value: true)
@@ -35,6 +36,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
         return DispatchQueue.getSpecific(key: onSpare) == true
     }
 
+    /// Queues a job of an actor or task placed here.
     public func enqueue(_ job: consuming ExecutorJob) {
         submit(.job(UnownedJob(job)))
     }
@@ -45,10 +47,13 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
         submit(.closure(work))
     }
 
+    /// Traps unless the caller runs on this executor: what lets an actor placed here be used in
+    /// place (`assumeIsolated`) by code the loop runs directly, such as a request's handler.
     public func checkIsolated() {
         precondition(isCurrent, "not on the event loop this work belongs to")
     }
 
+    /// Whether the caller runs on this executor, asked before `checkIsolated` would trap.
     public func isIsolatingCurrentContext() -> Bool? {
         isCurrent
     }

@@ -33,24 +33,44 @@ final class SessionEvents: Sendable {
         streams.withLock { $0[ObjectIdentifier(stream)] = nil }
     }
 
-    /// Called on the session's executor with every batch, in order.
+    /// Called on the session's executor with every batch, in order. The streams written by the
+    /// session's own loop get the batch here; each other loop's share is queued on that loop in
+    /// one piece, so the loops fan out in parallel (in order: a loop runs its queue in order).
     func publish(_ events: [NavigationEvent]) {
         for event in events { metrics.eventEmitted(event.kind.rawValue) }
-        let current = streams.withLock { Array($0.values) }
+        let ends = events.last?.kind == .end
+        // After `end` nothing follows: the streams leave the session now and close once it is sent.
+        let current = streams.withLock { streams in
+            defer { if ends { streams.removeAll() } }
+            return Array(streams.values)
+        }
         guard !current.isEmpty, let first = events.first?.sequence else { return }
         let frames = ServerSentEvents.frames(events)
-        let ends = events.last?.kind == .end
-        for (stream, through, tally) in current {
-            if through < first {
-                if stream.send(frames) { tally.sent(events: events.count, bytes: frames.count, end: ends) }
-            } else {
-                let unseen = events.filter { $0.sequence > through }
-                guard !unseen.isEmpty else { continue }
-                let bytes = ServerSentEvents.frames(unseen)
-                if stream.send(bytes) { tally.sent(events: unseen.count, bytes: bytes.count, end: ends) }
+        let deliver = { @Sendable (_ share: [(stream: EventStream, through: Int, tally: StreamTally)]) in
+            for (stream, through, tally) in share {
+                if through < first {
+                    if stream.send(frames) { tally.sent(events: events.count, bytes: frames.count, end: ends) }
+                } else {
+                    let unseen = events.filter { $0.sequence > through }
+                    if !unseen.isEmpty {
+                        let bytes = ServerSentEvents.frames(unseen)
+                        if stream.send(bytes) { tally.sent(events: unseen.count, bytes: bytes.count, end: ends) }
+                    }
+                }
+                if ends { stream.close() }
             }
         }
-        if ends { closeAll() }
+        var here: [(stream: EventStream, through: Int, tally: StreamTally)] = []
+        var elsewhere: [ObjectIdentifier: (executor: LoopExecutor, share: [(stream: EventStream, through: Int, tally: StreamTally)])] = [:]
+        for entry in current {
+            guard let executor = entry.stream.executor, !executor.isCurrent else {
+                here.append(entry)
+                continue
+            }
+            elsewhere[ObjectIdentifier(executor), default: (executor, [])].share.append(entry)
+        }
+        deliver(here)
+        for (executor, share) in elsewhere.values { executor.execute { deliver(share) } }
     }
 
     func sendHeartbeat() {

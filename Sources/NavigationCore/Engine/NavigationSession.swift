@@ -11,6 +11,7 @@ public actor NavigationSession {
     public nonisolated let feature: String
     /// Where the session runs, every job and callback of it.
     public nonisolated let executor: any SessionExecutor
+    /// The actor runs on `executor`, so a caller already there can use it in place.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// Goes up by one with every transaction that emits events.
     public private(set) var version = 0

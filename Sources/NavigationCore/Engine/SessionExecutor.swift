@@ -18,26 +18,32 @@ public final class SerialQueueExecutor: SessionExecutor, Sendable {
     private let queue: DispatchQueue
     private let onQueue = DispatchSpecificKey<Bool>()
 
+    /// A queue of its own, named `label`.
     public init(label: String = "navd.session") {
         queue = DispatchQueue(label: label)
         queue.setSpecific(key: onQueue, value: true)
     }
 
+    /// Whether the caller runs on this queue.
     public var isCurrent: Bool { DispatchQueue.getSpecific(key: onQueue) == true }
 
+    /// Queues a job of the session.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
     }
 
+    /// Queues `work` behind the session's jobs.
     public func execute(_ work: @escaping @Sendable () -> Void) {
         queue.async(execute: work)
     }
 
+    /// Traps unless the caller runs on this queue.
     public func checkIsolated() {
         precondition(isCurrent, "not on the session's queue")
     }
 
+    /// Whether the caller runs on this queue.
     public func isIsolatingCurrentContext() -> Bool? {
         isCurrent
     }
