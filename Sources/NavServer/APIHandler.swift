@@ -409,6 +409,13 @@ final class APIHandler: HTTPHandler {
         await hosted.navigation.onRollback { events.closeAll() }
     }
 
+    /// `attachEvents` on the session's executor, in place (recovery wires many at once).
+    static func attachEvents(_ hosted: HostedSession, to session: isolated NavigationSession) {
+        let events = hosted.events
+        session.onEvents { events.publish($0) }
+        session.onRollback { events.closeAll() }
+    }
+
     static func wallClock() -> Double {
         secondsSince1970()
     }

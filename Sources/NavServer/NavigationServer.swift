@@ -110,11 +110,30 @@ public final class NavigationServer: Sendable {
         for hosted in sessions {
             _ = handler.store.insert(hosted)
         }
-        // Streams attach as soon as listening starts; the sessions must publish by then.
+        // Streams attach as soon as listening starts; the sessions must publish by then. Each
+        // executor's sessions are wired in one piece of work on it, all executors at once: a
+        // hop per session would cost more than the wiring.
+        var shares: [ObjectIdentifier: (executor: any SessionExecutor, sessions: [HostedSession])] = [:]
         for hosted in sessions {
-            await handler.attachEvents(hosted)
-            // Effects in flight at the crash died with it; their features settle as if cancelled.
-            _ = try? await hosted.navigation.settleEffects()
+            shares[ObjectIdentifier(hosted.navigation.executor), default: (hosted.navigation.executor, [])].sessions.append(hosted)
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for (executor, share) in shares.values {
+                group.addTask {
+                    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                        executor.execute {
+                            for hosted in share {
+                                hosted.navigation.assumeIsolated { session in
+                                    APIHandler.attachEvents(hosted, to: session)
+                                    // Effects in flight at the crash died with it; their features settle as if cancelled.
+                                    _ = try? session.settleEffects()
+                                }
+                            }
+                            done.resume()
+                        }
+                    }
+                }
+            }
         }
         if !sessions.isEmpty {
             handler.log.note(.info, "recovered", [("sessions", .int(sessions.count))])
