@@ -404,9 +404,12 @@ final class APIHandler: HTTPHandler {
     /// Sends every batch of the session to its open streams; closes them when a failed write
     /// rolled the session back, so clients resume from what is durable.
     func attachEvents(_ hosted: HostedSession) async {
-        let events = hosted.events
-        await hosted.navigation.onEvents { events.publish($0) }
-        await hosted.navigation.onRollback { events.closeAll() }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            hosted.navigation.isolated { session in
+                Self.attachEvents(hosted, to: session)
+                done.resume()
+            }
+        }
     }
 
     /// `attachEvents` on the session's executor, in place (recovery wires many at once).
