@@ -177,6 +177,9 @@ final class EventLoop: @unchecked Sendable {
                 }
                 switch token {
                 case Self.wakeToken: drainInbox()
+                // Stopping: its `.stop` is on the way and closes every connection; serving more
+                // (a request handled in place can be long) would only hold the stop up.
+                case _ where shared.halting.load(ordering: .relaxed): break
                 case Self.listenToken: acceptConnections()
                 default: handle(readiness, token: token)
                 }
