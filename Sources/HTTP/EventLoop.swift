@@ -126,7 +126,7 @@ final class EventLoop: @unchecked Sendable {
         case .streamActivity(let connection):
             if !connection.isClosed, connection.stream != nil { flushStream(connection) }
         case .work(let work):
-            guard !shared.halting.load(ordering: .relaxed) else {
+            guard !isHalting else {
                 // Between two pieces of work: nothing of the executor runs here any more.
                 executor.leaveLoop()
                 return executor.runOnSpare(work)
@@ -139,15 +139,20 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Set once the server stops: the loop only drains its inbox until `.stop` arrives.
+    private var isHalting: Bool { shared.halting.load(ordering: .relaxed) }
+
     func markDirty(_ connection: Connection) {
         guard !connection.isDirty else { return }
         connection.isDirty = true
         dirty.append(connection)
     }
 
-    /// Handles local messages and writes dirty connections until nothing is left to do.
+    /// Handles local messages and writes dirty connections until nothing is left to do, or the
+    /// server halts: a write can start the next pipelined request, handled in place, and a
+    /// stopping loop must reach its `.stop` instead.
     private func settle() {
-        while !localMessages.isEmpty || !dirty.isEmpty {
+        while !isHalting && (!localMessages.isEmpty || !dirty.isEmpty) {
             while !localMessages.isEmpty {
                 swap(&localMessages, &spareMessages)
                 for message in spareMessages { handle(message) }
@@ -179,14 +184,14 @@ final class EventLoop: @unchecked Sendable {
                 case Self.wakeToken: drainInbox()
                 // Stopping: its `.stop` is on the way and closes every connection; serving more
                 // (a request handled in place can be long) would only hold the stop up.
-                case _ where shared.halting.load(ordering: .relaxed): break
+                case _ where isHalting: break
                 case Self.listenToken: acceptConnections()
                 default: handle(readiness, token: token)
                 }
             }
             if !ready { now = MonotonicClock.now() }
             settle()
-            if now >= nextSweep {
+            if now >= nextSweep && !isHalting {
                 sweep()
                 settle()
                 nextSweep = now + settings.sweepInterval

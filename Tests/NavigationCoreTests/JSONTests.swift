@@ -23,6 +23,17 @@ import Testing
         #expect(try JSONParser.parse(#""\u00e9\ud834\udd1e""#) == .string("é𝄞"))
     }
 
+    /// Every ASCII character, escaped or copied in runs, at the start, middle and end of a text.
+    @Test func writesEveryCharacterSoThatItReadsBack() throws {
+        let ascii = String(decoding: (0..<128).map { UInt8($0) }, as: UTF8.self)
+        for text in [ascii, "é" + ascii + "𝄞", String(repeating: "y", count: 70_000) + "\"\n", "\u{1F}"] {
+            let written = JSON.string(text).text
+            #expect(try JSONParser.parse(written) == .string(text))
+            #expect(!written.utf8.dropFirst().dropLast().contains { $0 < 0x20 })
+        }
+        #expect(JSON.string("\"\\\n\r\t\u{08}\u{1F}").text == #""\"\\\n\r\t\u0008\u001f""#)
+    }
+
     @Test(arguments: [
         "", "{", "[1,]", #"{"a" 1}"#, "01", "1.", "-", "tru", #""\x""#, #""\ud834""#, #"{"a":1,"a":2}"#,
         "1 2", "\"\u{01}\"", "nan", "1e999",
