@@ -228,7 +228,7 @@ final class APIHandler: HTTPHandler {
         let token = Identifiers.token()
         // On a shared store, the node that creates a session owns it until another claims it.
         let hosted = HostedSession(id: Identifiers.sessionID(), tokenHash: TokenHash.sha256(Array(token.utf8)),
-                                   epoch: persistence.shared == nil ? nil : SessionEpoch.created,
+                                   epoch: persistence.shared == nil ? nil : SessionEpoch.created, stored: false,
                                    navigation: navigation, events: SessionEvents(metrics: metrics))
         guard store.insert(hosted) else {
             throw .overCapacity(sessions: store.limit ?? 0)
@@ -244,6 +244,7 @@ final class APIHandler: HTTPHandler {
                     store.remove(hosted.id)
                     return answer.fail(APIError(.storageUnavailable))
                 }
+                hosted.markStored()
             }
             let (version, state, tree) = await navigation.describe()
             let body = JSON.object(JSONObject([

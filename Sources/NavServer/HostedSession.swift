@@ -16,8 +16,11 @@ final class HostedSession: Sendable {
     /// The fencing epoch this node holds it with, on a store several nodes share; nil otherwise.
     let epoch: Int?
     private let lastActive: Atomic<Int64>
+    private let stored: Atomic<Bool>
 
-    init(id: String, tokenHash: [UInt8], epoch: Int?, navigation: NavigationSession, events: SessionEvents) {
+    /// - Parameter stored: whether the store has it already (recovered or claimed); a new
+    ///   session is stored once its creation commits (`markStored`).
+    init(id: String, tokenHash: [UInt8], epoch: Int?, stored: Bool, navigation: NavigationSession, events: SessionEvents) {
         self.id = id
         self.tokenHash = tokenHash
         self.epoch = epoch
@@ -25,7 +28,13 @@ final class HostedSession: Sendable {
         self.navigation = navigation
         self.events = events
         self.lastActive = Atomic(Self.now())
+        self.stored = Atomic(stored)
     }
+
+    /// In the store: a session missing from it now was deleted, not still being created.
+    var isStored: Bool { stored.load(ordering: .acquiring) }
+
+    func markStored() { stored.store(true, ordering: .releasing) }
 
     func accepts(_ candidate: String?) -> Bool {
         guard let candidate else { return false }

@@ -91,7 +91,7 @@ public final class NavigationServer: Sendable {
         if let shared = handler.persistence.shared {
             let handler = handler
             handler.persistence.onLost { handler.release($0, olderThan: $1) }
-            shared.onTakeover { handler.release($0, olderThan: $1) }
+            shared.onTakeover(held: { handler.store.all.filter(\.isStored).map(\.id) }) { handler.release($0, olderThan: $1) }
         } else {
             try await recoverSessions()
         }
@@ -220,7 +220,8 @@ public final class NavigationServer: Sendable {
         }
         let reaper = Task.detached {
             while !Task.isCancelled, let ttl {
-                try? await Task.sleep(for: min(ttl, .seconds(15)))
+                let round = min(ttl, .seconds(15))
+                try? await Task.sleep(for: round)
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
                     // Gone from the store first; a failed delete is tried again next round.
                     switch await handler.persistence.commit([.delete(id: hosted.id)], of: hosted) {
@@ -236,6 +237,7 @@ public final class NavigationServer: Sendable {
                         handler.memory.sessionEnded()
                     }
                 }
+                if handler.persistence.shared != nil { await Self.sweepSharedStore(handler, ttl: ttl, round: round) }
             }
         }
         // Once a second: memory of ended sessions back to the system, and a failing store probed.
@@ -251,4 +253,20 @@ public final class NavigationServer: Sendable {
     }
 
     private let housekeeping = Mutex<[Task<Void, Never>]>([])
+
+    /// On a shared store, sessions that no node holds expire too (their node is gone, or no
+    /// request reached one since a restart): every node marks the sessions it used this round,
+    /// and the store deletes what no node has used for the TTL plus a round (a session in use
+    /// is marked once a round, so it can look a round older than it is).
+    private static func sweepSharedStore(_ handler: APIHandler, ttl: Duration, round: Duration) async {
+        let inUse = handler.store.all.filter { $0.isStored && !$0.isIdle(for: round) }.map(\.id)
+        switch await handler.persistence.sweep(inUse: inUse, idle: ttl + round) {
+        case .success(let expired) where !expired.isEmpty:
+            handler.log.note(.info, "sessions_expired", [("count", .int(expired.count))])
+        case .success:
+            break
+        case .failure(let error):
+            handler.log.note(.warn, "sweep_failed", [("reason", .string(error.description))])
+        }
+    }
 }

@@ -19,6 +19,7 @@ final class SessionPersistence: Sendable {
     private let recovered = Atomic<Int>(0)
     private let claimed = Atomic<Int>(0)
     private let released = Atomic<Int>(0)
+    private let swept = Atomic<Int>(0)
     private let lost = Mutex<(@Sendable (_ id: String, _ olderThan: Int) -> Void)?>(nil)
 
     init(storage: (any SessionStorage)?) {
@@ -155,13 +156,24 @@ final class SessionPersistence: Sendable {
             do throws(RecoveryError) {
                 let navigation = try restore(stored, epoch: epoch, catalog: catalog, limits: limits, executor: executor)
                 claimed.add(1, ordering: .relaxed)
-                return .hosted(HostedSession(id: id, tokenHash: stored.record.tokenHash, epoch: epoch,
+                return .hosted(HostedSession(id: id, tokenHash: stored.record.tokenHash, epoch: epoch, stored: true,
                                              navigation: navigation, events: SessionEvents(metrics: metrics)))
             } catch {
                 report(id, error.description)
                 return .failed
             }
         }
+    }
+
+    /// Expiry of the sessions no node holds, on a shared store: marks `inUse` as used now and
+    /// deletes what no node has used for `idle`. Returns the ids deleted.
+    func sweep(inUse: [String], idle: Duration) async -> Result<[String], StorageError> {
+        guard let shared else { return .success([]) }
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[String], StorageError>, Never>) in
+            shared.sweep(inUse: inUse, idle: idle) { done.resume(returning: $0) }
+        }
+        if case .success(let ids) = result { swept.add(ids.count, ordering: .relaxed) }
+        return result
     }
 
     // MARK: - Recovery
@@ -186,7 +198,7 @@ final class SessionPersistence: Sendable {
                 do throws(RecoveryError) {
                     let navigation = try restore(stored, epoch: nil, catalog: catalog, limits: limits,
                                                  executor: executors[(dealt + index) % executors.count])
-                    rebuilt.set(index, .success(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash, epoch: nil,
+                    rebuilt.set(index, .success(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash, epoch: nil, stored: true,
                                                               navigation: navigation, events: SessionEvents(metrics: metrics))))
                 } catch {
                     rebuilt.set(index, .failure(error))
@@ -273,6 +285,8 @@ final class SessionPersistence: Sendable {
                    claimed.load(ordering: .relaxed), type: "counter")
             single("navd_sessions_released_total", "Sessions this node let go because another node took them over.",
                    released.load(ordering: .relaxed), type: "counter")
+            single("navd_sessions_swept_total", "Idle sessions this node deleted from the shared store (held by no node, or idle where held).",
+                   swept.load(ordering: .relaxed), type: "counter")
         }
         return out.text
     }

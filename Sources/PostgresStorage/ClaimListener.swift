@@ -8,10 +8,12 @@ import Synchronization
 /// Without it the old owner would only find out at its next write, and a stream it still held
 /// would hear nothing meanwhile.
 ///
-/// A lost connection is opened again every second; what was announced in between is not heard
-/// (the fence still refuses the old owner's writes).
+/// A lost connection is opened again every second. What was announced in between is read from
+/// the rows once it listens again: the current epoch of every session the node holds, so a
+/// takeover or a deletion it missed is heard late, never not at all.
 final class ClaimListener: Sendable {
     typealias Handler = @Sendable (_ id: String, _ epoch: Int) -> Void
+    typealias Held = @Sendable () -> [String]
 
     /// The connection and its read source: made, used and dropped on `queue` only, which is
     /// what makes handing them to the state's lock safe.
@@ -23,6 +25,7 @@ final class ClaimListener: Sendable {
     private struct State {
         var listening: Listening?
         var handler: Handler?
+        var held: Held?
         var closed = false
     }
 
@@ -35,9 +38,13 @@ final class ClaimListener: Sendable {
         self.url = url
     }
 
-    /// Starts listening with `handler`; called once.
-    func start(_ handler: @escaping Handler) {
-        state.withLock { $0.handler = handler }
+    /// Starts listening with `handler`; called once. `held` lists the sessions to catch up on
+    /// after a lost connection.
+    func start(held: @escaping Held, _ handler: @escaping Handler) {
+        state.withLock {
+            $0.handler = handler
+            $0.held = held
+        }
         queue.async { self.connect() }
     }
 
@@ -59,6 +66,8 @@ final class ClaimListener: Sendable {
         do throws(PostgresConnection.Failure) {
             let connection = try PostgresConnection(url: url)
             try connection.execute("LISTEN \(PostgresSchema.claimsChannel)")
+            // Listening from here on: whatever was announced before, the rows say now.
+            try catchUp(on: connection)
             let source = DispatchSource.makeReadSource(fileDescriptor: connection.socket, queue: queue)
             source.setEventHandler { [self] in read() }
             // libpq closes the socket with the connection: only once the source is done with it.
@@ -70,6 +79,22 @@ final class ClaimListener: Sendable {
         } catch {
             queue.asyncAfter(deadline: .now() + Self.retryDelay) { self.connect() }
         }
+    }
+
+    /// The current epoch of every session the node holds (deleted for one that is gone): what
+    /// it heard is then as if it had never stopped listening. Nothing to do at the first start.
+    private func catchUp(on connection: PostgresConnection) throws(PostgresConnection.Failure) {
+        let (held, handler) = state.withLock { ($0.held, $0.handler) }
+        guard let held, let handler else { return }
+        let ids = held()
+        guard !ids.isEmpty else { return }
+        var epochs: [String: Int] = [:]
+        // Ids are the server's own (hex), so a comma is a safe separator.
+        try connection.run("SELECT id, epoch FROM navd_sessions WHERE id = ANY(string_to_array($1, ','))",
+                           [.text(ids.joined(separator: ","))]) { row in
+            epochs[row.text(0)] = row.integer(1)
+        }
+        for id in ids { handler(id, epochs[id] ?? SessionEpoch.deleted) }
     }
 
     private func read() {

@@ -11,7 +11,9 @@ import SessionStorage
 enum PostgresSchema {
     /// Bumped by every change to the tables below; a newer database is refused.
     /// 2: sessions carry their owner's fencing epoch.
-    static let version = 2
+    /// 3: and when a node last used them (the database's clock, in seconds since 1970), so
+    /// sessions no node holds can expire; older rows count as used at the migration.
+    static let version = 3
 
     /// The channel on which a claim (or a deletion) announces `"<id> <epoch>"` to every node.
     static let claimsChannel = "navd_claims"
@@ -19,6 +21,9 @@ enum PostgresSchema {
     /// Serialises migrations across nodes starting at once: `CREATE TABLE IF NOT EXISTS` alone
     /// races on the catalog. The bytes "navd" as a number; held until the migration commits.
     static let migrationLock = 0x6E61_7664
+
+    /// The database's clock, which every node shares, as `last_active` counts it.
+    static let now = "extract(epoch from now())::double precision"
 
     /// Idempotent: run in one transaction, under the lock, by every node at every start.
     static let create = """
@@ -60,6 +65,8 @@ enum PostgresSchema {
             written timestamptz NOT NULL
         );
         ALTER TABLE navd_sessions ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT \(SessionEpoch.created);
+        ALTER TABLE navd_sessions ADD COLUMN IF NOT EXISTS last_active double precision NOT NULL DEFAULT \(now);
+        CREATE INDEX IF NOT EXISTS navd_sessions_by_last_active ON navd_sessions (last_active);
         INSERT INTO navd_schema (id, version) VALUES (1, \(version)) ON CONFLICT (id) DO NOTHING;
         UPDATE navd_schema SET version = \(version) WHERE version < \(version);
         """

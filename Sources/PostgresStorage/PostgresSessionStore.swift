@@ -309,8 +309,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
     }
 
-    public func onTakeover(_ body: @escaping @Sendable (String, Int) -> Void) {
-        listener.start(body)
+    public func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {
+        listener.start(held: held, body)
     }
 
     /// One transaction: the row locked (waiting for the owner's commit in flight, if any), the
@@ -348,7 +348,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
         guard let (record, snapshot) = found else { return .notFound }
         guard record.tokenHash.count == TokenHash.byteCount else { return .unreadable }
         guard authorize(record.tokenHash) else { return .refused }
-        let epoch = try connection.integer("UPDATE navd_sessions SET epoch = epoch + 1 WHERE id = $1 RETURNING epoch", [.text(id)])
+        let epoch = try connection.integer("""
+            UPDATE navd_sessions SET epoch = epoch + 1, last_active = \(PostgresSchema.now) WHERE id = $1 RETURNING epoch
+            """, [.text(id)])
         var transactions: [SessionTransaction] = []
         try connection.run("""
             SELECT version, last_sequence, next_serial, patch, extras FROM navd_transactions WHERE session = $1 ORDER BY ordinal
@@ -362,6 +364,65 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
         try announce(id, epoch: epoch, in: connection)
         return .claimed(StoredSession(record: record, snapshot: snapshot, transactions: transactions, keptEvents: events), epoch: epoch)
+    }
+
+    // MARK: - Expiry
+
+    /// Sessions deleted by one sweep at most: a backlog (a node's sessions after it left for
+    /// good) goes over a few rounds rather than in one long transaction.
+    static let sweepLimit = 5000
+
+    public func sweep(inUse: [String], idle: Duration, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
+        claims.async { [self] in
+            guard !closed.load(ordering: .relaxed) else { return completion(.failure(.unavailable("the store is closed"))) }
+            completion(claimer.withLock { connection in sweep(inUse, idle, on: &connection) })
+        }
+    }
+
+    /// One transaction on the claims' connection. The rows in use are locked in id order, as
+    /// commits lock theirs, so the two never wait on each other in a cycle; expired rows that
+    /// a commit or a claim holds are skipped (they are in use), never waited for.
+    private func sweep(_ inUse: [String], _ idle: Duration, on connection: inout PostgresConnection?) -> Result<[String], StorageError> {
+        do throws(PostgresConnection.Failure) {
+            if connection == nil { connection = try PostgresConnection(url: url) }
+            guard let connection else { return .failure(.unavailable("the store is closed")) }
+            try connection.reconnectIfNeeded()
+            try connection.execute("BEGIN")
+            do throws(PostgresConnection.Failure) {
+                if !inUse.isEmpty {
+                    try connection.run("""
+                        WITH used AS (
+                            SELECT id FROM navd_sessions WHERE id = ANY(string_to_array($1, ',')) ORDER BY id FOR NO KEY UPDATE
+                        )
+                        UPDATE navd_sessions AS s SET last_active = \(PostgresSchema.now) FROM used WHERE s.id = used.id
+                        """, [.text(inUse.joined(separator: ","))])
+                }
+                var expired: [String] = []
+                try connection.run("""
+                    DELETE FROM navd_sessions WHERE id IN (
+                        SELECT id FROM navd_sessions WHERE last_active < \(PostgresSchema.now) - $1
+                        ORDER BY last_active LIMIT $2 FOR UPDATE SKIP LOCKED
+                    ) RETURNING id
+                    """, [.real(idle.seconds), .integer(Self.sweepLimit)]) { row in
+                    expired.append(row.text(0))
+                }
+                if !expired.isEmpty {
+                    let ids = PostgresValue.text(expired.joined(separator: ","))
+                    try connection.run("DELETE FROM navd_transactions WHERE session = ANY(string_to_array($1, ','))", [ids])
+                    try connection.run("DELETE FROM navd_events WHERE session = ANY(string_to_array($1, ','))", [ids])
+                    // Any node still holding one lets it go, as after `DELETE`.
+                    try connection.run("SELECT pg_notify($1, id || ' ' || $2) FROM unnest(string_to_array($3, ',')) AS id",
+                                       [.text(PostgresSchema.claimsChannel), .text(String(SessionEpoch.deleted)), ids])
+                }
+                try connection.execute("COMMIT")
+                return .success(expired)
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        } catch {
+            return .failure(.unavailable("PostgreSQL: \(error)"))
+        }
     }
 
     /// Tells every node (at commit, not before) that session `id` is now at `epoch`.

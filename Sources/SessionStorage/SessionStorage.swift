@@ -49,7 +49,19 @@ public protocol SharedSessionStorage: SessionStorage {
 
     /// Called, on a thread of the store's, whenever any node (this one included) took session
     /// `id` over with `epoch`, or deleted it (`SessionEpoch.deleted`): holders of an older epoch let it go.
-    func onTakeover(_ body: @escaping @Sendable (_ id: String, _ epoch: Int) -> Void)
+    ///
+    /// Announcements made while the store could not hear them (its connection lost) are not
+    /// missed, only late: once it hears again, it calls `body` with the current epoch of every
+    /// session `held` lists (sessions this node holds and has stored), and with
+    /// `SessionEpoch.deleted` for those that are gone.
+    func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (_ id: String, _ epoch: Int) -> Void)
+
+    /// Expiry across nodes, once per round of every node's reaper: marks the sessions `inUse`
+    /// (held here and used since the last round) as used now, then deletes every session no
+    /// node has marked for `idle`, announcing each deletion like `DELETE` does. A session that
+    /// no node holds (its node gone, or never asked for since a restart) expires this way.
+    /// Runs apart from commits; calls `completion` once, with the ids it deleted.
+    func sweep(inUse: [String], idle: Duration, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void)
 }
 
 /// Epochs every shared store agrees on.

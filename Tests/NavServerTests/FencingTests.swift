@@ -16,7 +16,7 @@ struct FencingTests {
 
     /// A node on `url`; `deaf` ones never hear another node's claim (as while their listening
     /// connection is down), so the fence alone must stop them.
-    static func node(_ url: String, deaf: Bool = false) async throws -> TestServer {
+    static func node(_ url: String, deaf: Bool = false, idleSessionTTL: Duration? = .seconds(3600)) async throws -> TestServer {
         var configuration = ServerConfiguration()
         configuration.store = .postgres
         configuration.databaseURL = url
@@ -26,6 +26,7 @@ struct FencingTests {
         return try await TestServer(storage: deaf ? Deaf(opened) : opened) {
             $0.store = .postgres
             $0.databaseURL = url
+            $0.idleSessionTTL = idleSessionTTL
         }
     }
 
@@ -97,6 +98,66 @@ struct FencingTests {
         for node in nodes { await node.stop() }
     }
 
+    /// A node whose listening connection was down while another took its session over hears of
+    /// it once it listens again, without a request of its own: the stream closes without `end`.
+    @Test func aNodeThatWasNotListeningLetsASessionTakenOverMeanwhileGo() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let a = try await Self.node(url)
+        let b = try await Self.node(url)
+        let (id, token) = try await a.session("counter")
+        let stream = try a.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")]))
+        #expect(try await stream.readResponse().status == 200)
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+
+        // Every node's listening connection dropped; the claim comes before they are back (a second).
+        let listening = "datname = current_database() AND query LIKE 'LISTEN%'"
+        #expect(await Self.eventually { try await Self.query(url, "SELECT count(*) FROM pg_stat_activity WHERE \(listening)") == ["2"] })
+        _ = try await Self.query(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE \(listening)")
+        #expect(await Self.eventually { try await Self.query(url, "SELECT count(*) FROM pg_stat_activity WHERE \(listening)") == ["0"] })
+        let taken = try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(taken.status == 200)
+
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(!closing.contains { $0.name == "end" })
+        #expect(try await a.client().request("GET", "/metrics").text.contains("navd_sessions_released_total 1\n"))
+        await a.stop()
+        await b.stop()
+    }
+
+    /// A session no node holds (its node stopped) expires on the node that is left; one in use
+    /// there (an open stream) does not, whatever the TTL.
+    @Test func sessionsNoNodeHoldsExpireAndOnesInUseDoNot() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let gone = try await Self.node(url)
+        let (left, leftToken) = try await gone.session("counter")
+        await gone.stop()
+        let node = try await Self.node(url, idleSessionTTL: .seconds(1))
+        let (watched, token) = try await node.session("counter")
+        let stream = try node.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(watched)/events", headers: [("Authorization", "Bearer \(token)")]))
+        #expect(try await stream.readResponse().status == 200)
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+
+        #expect(await Self.eventually(within: .seconds(10)) { try await Self.query(url, "SELECT id FROM navd_sessions") == [watched] })
+        #expect(try await node.client().request("GET", "/sessions/\(left)", headers: [("Authorization", "Bearer \(leftToken)")]).status == 404)
+        #expect(try await node.client().request("GET", "/metrics").text.contains("navd_sessions_swept_total 1\n"))
+        let acted = try await node.client().request("POST", "/sessions/\(watched)/actions", token: token, json: Self.increment)
+        #expect(acted.status == 200, "the session in use is alive: \(acted.text)")
+        #expect(try await stream.readEvents { $0.name == "state" }.contains { $0.name == "end" } == false)
+        await node.stop()
+    }
+
+    /// Polls an async condition every 50 ms, for at most `limit`; errors count as not yet.
+    static func eventually(within limit: Duration = .seconds(5), _ condition: () async throws -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if (try? await condition()) == true { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
     static func query(_ url: String, _ sql: String) async throws -> [String] {
         let database = String(url.split(separator: "/").last ?? "")
         return try await offThePool { try PostgresServer.shared().query(sql, database: database) }
@@ -117,5 +178,8 @@ private struct Deaf: SharedSessionStorage {
     func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool, completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
         store.claim(id, authorize: authorize, completion: completion)
     }
-    func onTakeover(_ body: @escaping @Sendable (String, Int) -> Void) {}
+    func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {}
+    func sweep(inUse: [String], idle: Duration, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
+        store.sweep(inUse: inUse, idle: idle, completion: completion)
+    }
 }

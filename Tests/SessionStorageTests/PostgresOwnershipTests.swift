@@ -110,19 +110,79 @@ struct PostgresOwnershipTests {
             claimer.close()
         }
         let heard = Mutex<[String]>([])
-        watcher.onTakeover { id, epoch in heard.withLock { $0.append("\(id) \(epoch)") } }
+        watcher.onTakeover(held: { [] }) { id, epoch in heard.withLock { $0.append("\(id) \(epoch)") } }
         // The listener connects on its own queue; a claim before it listens is not heard.
-        var listening = false
-        for _ in 0..<100 where !listening {
-            listening = try await query(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'") == ["1"]
-            if !listening { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        #expect(listening)
+        #expect(try await listenerPID(url) != nil)
         await create(claimer)
         _ = try await claim(claimer)
         #expect(await commit(claimer, [.fence(id: Self.id, epoch: 2), .delete(id: Self.id)]) == nil)
         #expect(await eventually { heard.withLock { $0 }.count == 2 })
         #expect(heard.withLock { $0 } == ["\(Self.id) 2", "\(Self.id) \(SessionEpoch.deleted)"])
+    }
+
+    /// Announcements made while a node's listening connection was down reach it once it is
+    /// back: the current epoch of each session it holds, deleted for those that are gone.
+    @Test func aListenerThatLostItsConnectionCatchesUpOnWhatItMissed() async throws {
+        let url = try await Self.freshDatabase()
+        let holder = try await open(url)
+        let other = try await open(url)
+        defer {
+            holder.close()
+            other.close()
+        }
+        let kept = "1" + Self.id.dropFirst()
+        for id in [Self.id, Self.otherID, kept] { await create(holder, id) }
+        let heard = Mutex<[String]>([])
+        holder.onTakeover(held: { [Self.id, Self.otherID, kept] }) { id, epoch in heard.withLock { $0.append("\(id) \(epoch)") } }
+        let first = try #require(try await listenerPID(url))
+        _ = try await query(url, "SELECT pg_terminate_backend(\(first))")
+        var gone = false
+        for _ in 0..<100 where !gone {
+            gone = try await query(url, "SELECT count(*) FROM pg_stat_activity WHERE pid = \(first)") == ["0"]
+            if !gone { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(gone)
+
+        // Neither can be heard as it happens: nobody of the holder's is listening.
+        _ = try await claim(other)
+        #expect(await commit(other, [.fence(id: Self.otherID, epoch: SessionEpoch.created), .delete(id: Self.otherID)]) == nil)
+        let missed = ["\(Self.id) 2", "\(Self.otherID) \(SessionEpoch.deleted)"]
+        #expect(await eventually(within: .seconds(5)) { Set(missed).isSubset(of: heard.withLock { $0 }) })
+        #expect(heard.withLock { $0 }.filter { $0.hasPrefix(kept) }.allSatisfy { $0 == "\(kept) \(SessionEpoch.created)" },
+                "the session nobody touched is still the holder's")
+        #expect(try await listenerPID(url) != nil, "listening again")
+    }
+
+    /// Each sweep marks the sessions a node used and deletes, with their transactions and
+    /// events, those no node used for the idle time, announcing each deletion.
+    @Test func aSweepExpiresWhatNoNodeUsedAndKeepsWhatANodeUses() async throws {
+        let url = try await Self.freshDatabase()
+        let store = try await open(url)
+        let watcher = try await open(url)
+        defer {
+            store.close()
+            watcher.close()
+        }
+        let heard = Mutex<[String]>([])
+        watcher.onTakeover(held: { [] }) { id, epoch in heard.withLock { $0.append("\(id) \(epoch)") } }
+        #expect(try await listenerPID(url) != nil)
+        for id in [Self.id, Self.otherID] {
+            await create(store, id)
+            #expect(await commit(store, step(1, epoch: SessionEpoch.created, id: id)) == nil)
+        }
+        // Both last used two minutes ago; one of them is in use on some node now.
+        _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
+        #expect(try await sweep(store, inUse: [], idle: .seconds(300)) == [], "not idle for long enough")
+        #expect(try await sweep(store, inUse: [Self.id], idle: .seconds(60)) == [Self.otherID])
+        #expect(try await query(url, "SELECT id FROM navd_sessions") == [Self.id])
+        #expect(try await query(url, "SELECT DISTINCT session FROM navd_transactions") == [Self.id])
+        #expect(try await query(url, "SELECT DISTINCT session FROM navd_events") == [Self.id])
+        #expect(await eventually { heard.withLock { $0 } == ["\(Self.otherID) \(SessionEpoch.deleted)"] })
+        // Marked as used by that sweep: not idle now, until it is.
+        #expect(try await sweep(store, inUse: [], idle: .seconds(60)) == [])
+        _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
+        #expect(try await sweep(store, inUse: [], idle: .seconds(60)) == [Self.id])
+        #expect(try await query(url, "SELECT count(*) FROM navd_sessions") == ["0"])
     }
 
     @Test func aVersionOneDatabaseGainsTheEpochColumn() async throws {
@@ -137,9 +197,32 @@ struct PostgresOwnershipTests {
         try await open(url).close()
         #expect(try await query(url, "SELECT version FROM navd_schema") == ["\(PostgresSchema.version)"])
         #expect(try await query(url, "SELECT epoch FROM navd_sessions") == ["\(SessionEpoch.created)"], "existing rows belong to whoever created them")
+        #expect(try await query(url, "SELECT count(*) FROM navd_sessions WHERE abs(last_active - extract(epoch from now())::float8) < 60") == ["1"],
+                "and count as used at the migration")
     }
 
     // MARK: - Helpers
+
+    static let otherID = "fedcba9876543210fedcba9876543210"
+
+    /// The backend of the store's listening connection, once there is one (nil after 5 s).
+    func listenerPID(_ url: String) async throws -> String? {
+        for _ in 0..<100 {
+            let found = try await query(url, """
+                SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid IN (
+                    SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%' OR query LIKE 'SELECT id, epoch FROM navd_sessions%')
+                """)
+            if let pid = found.first, !pid.isEmpty { return pid }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    func sweep(_ store: PostgresSessionStore, inUse: [String], idle: Duration) async throws -> [String] {
+        try await withCheckedContinuation { done in
+            store.sweep(inUse: inUse, idle: idle) { done.resume(returning: $0) }
+        }.get().sorted()
+    }
 
     func query(_ url: String, _ sql: String) async throws -> [String] {
         let database = String(url.split(separator: "/").last ?? "")
