@@ -263,10 +263,14 @@ final class APIHandler: HTTPHandler {
             let (store, memory, persistence) = (store, memory, persistence)
             Task(executorPreference: answer.executor) { [self] in
                 // Gone from the store first: a 204 means it stays gone after a restart.
+                hosted.markEnding(true)
                 switch await persistence.commit([.delete(id: hosted.id)], of: hosted) {
                 case .durable: break
-                case .failed: return answer.fail(APIError(.storageUnavailable))
+                case .failed:
+                    hosted.markEnding(false)
+                    return answer.fail(APIError(.storageUnavailable))
                 case .lost:
+                    hosted.markEnding(false)
                     release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1)
                     return answer.fail(.unknownSession(hosted.id))
                 }

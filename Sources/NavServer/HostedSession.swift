@@ -31,6 +31,15 @@ final class HostedSession: Sendable {
         self.stored = Atomic(stored)
     }
 
+    /// Deletions of it this node has under way (`DELETE`, expiry). This node ends the session
+    /// itself, with `end`: the announcement of its own deletion must not close the streams first.
+    private let endings = Atomic<Int>(0)
+
+    var isEnding: Bool { endings.load(ordering: .acquiring) > 0 }
+
+    /// Around a deletion's commit: `true` before, `false` after one that did not delete it.
+    func markEnding(_ ending: Bool) { endings.add(ending ? 1 : -1, ordering: .acquiringAndReleasing) }
+
     /// In the store: a session missing from it now was deleted, not still being created.
     var isStored: Bool { stored.load(ordering: .acquiring) }
 
@@ -115,10 +124,11 @@ final class SessionStore: Sendable {
         sessions.withLock { $0.removeValue(forKey: id) }
     }
 
-    /// Removes session `id` if it is held with an epoch under `epoch`.
+    /// Removes session `id` if it is held with an epoch under `epoch`, unless this node is
+    /// deleting it (and will end it itself).
     func remove(_ id: String, olderThan epoch: Int) -> HostedSession? {
         sessions.withLock { sessions in
-            guard let held = sessions[id], let heldEpoch = held.epoch, heldEpoch < epoch else { return nil }
+            guard let held = sessions[id], let heldEpoch = held.epoch, heldEpoch < epoch, !held.isEnding else { return nil }
             return sessions.removeValue(forKey: id)
         }
     }

@@ -224,11 +224,15 @@ public final class NavigationServer: Sendable {
                 try? await Task.sleep(for: round)
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
                     // Gone from the store first; a failed delete is tried again next round.
+                    hosted.markEnding(true)
                     switch await handler.persistence.commit([.delete(id: hosted.id)], of: hosted) {
                     case .durable: break
-                    case .failed: continue
+                    case .failed:
+                        hosted.markEnding(false)
+                        continue
                     case .lost:
                         // Another node has it now, and may be using it: only this copy goes.
+                        hosted.markEnding(false)
                         handler.release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1)
                         continue
                     }

@@ -148,6 +148,24 @@ struct FencingTests {
         await node.stop()
     }
 
+    /// Deleting a session on a shared store announces the deletion to every node, this one
+    /// included; its own streams still get `end` (`deleted`), not a close without it.
+    @Test(arguments: 0..<5)
+    func aDeletedSessionEndsItsStreamsWithEndOnASharedStore(round: Int) async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let node = try await Self.node(url)
+        let (id, token) = try await node.session("counter")
+        let stream = try node.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")]))
+        #expect(try await stream.readResponse().status == 200)
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+        #expect(try await node.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end")
+        #expect(closing.last?.data["reason"] == "deleted")
+        await node.stop()
+    }
+
     /// Polls an async condition every 50 ms, for at most `limit`; errors count as not yet.
     static func eventually(within limit: Duration = .seconds(5), _ condition: () async throws -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + limit
