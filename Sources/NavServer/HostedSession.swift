@@ -50,7 +50,23 @@ final class HostedSession: Sendable {
         return TokenHash.matches(candidate, tokenHash)
     }
 
-    func touch() { lastActive.store(Self.now(), ordering: .relaxed) }
+    func touch() {
+        lastActive.store(Self.now(), ordering: .relaxed)
+        usedSinceMark.store(true, ordering: .relaxed)
+    }
+
+    /// Used (a request, or an open stream) since the shared store last recorded it as used:
+    /// cleared only by a record that committed, so no use goes unrecorded.
+    private let usedSinceMark = Atomic<Bool>(true)
+
+    /// Whether there is use to record, clearing the flag; `unmark()` sets it again when the
+    /// record failed.
+    func takeUseToRecord() -> Bool {
+        let used = usedSinceMark.exchange(false, ordering: .relaxed)
+        return used || events.count > 0
+    }
+
+    func unmark() { usedSinceMark.store(true, ordering: .relaxed) }
 
     /// Idle: no request for `ttl` and no open stream.
     func isIdle(for ttl: Duration) -> Bool {
@@ -124,11 +140,12 @@ final class SessionStore: Sendable {
         sessions.withLock { $0.removeValue(forKey: id) }
     }
 
-    /// Removes session `id` if it is held with an epoch under `epoch`, unless this node is
-    /// deleting it (and will end it itself).
+    /// Removes session `id` if it is held with an epoch under `epoch`; not for a deletion while
+    /// this node is deleting it (it ends the session itself), but for a takeover all the same.
     func remove(_ id: String, olderThan epoch: Int) -> HostedSession? {
         sessions.withLock { sessions in
-            guard let held = sessions[id], let heldEpoch = held.epoch, heldEpoch < epoch, !held.isEnding else { return nil }
+            guard let held = sessions[id], let heldEpoch = held.epoch, heldEpoch < epoch,
+                  !(held.isEnding && epoch == SessionEpoch.deleted) else { return nil }
             return sessions.removeValue(forKey: id)
         }
     }

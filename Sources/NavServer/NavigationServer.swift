@@ -219,9 +219,14 @@ public final class NavigationServer: Sendable {
             }
         }
         let reaper = Task.detached {
-            while !Task.isCancelled, let ttl {
-                let round = min(ttl, .seconds(15))
+            // On a shared store the rounds run even without a TTL: the sessions in use here are
+            // recorded as such, so other nodes' sweeps leave them alone.
+            while !Task.isCancelled, ttl != nil || handler.persistence.shared != nil {
+                let round = min(ttl ?? Self.sharedRound, Self.sharedRound)
                 try? await Task.sleep(for: round)
+                guard !Task.isCancelled else { break }
+                if handler.persistence.shared != nil { await Self.sweepSharedStore(handler, ttl: ttl, round: round) }
+                guard let ttl else { continue }
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
                     // Gone from the store first; a failed delete is tried again next round.
                     hosted.markEnding(true)
@@ -241,7 +246,6 @@ public final class NavigationServer: Sendable {
                         handler.memory.sessionEnded()
                     }
                 }
-                if handler.persistence.shared != nil { await Self.sweepSharedStore(handler, ttl: ttl, round: round) }
             }
         }
         // Once a second: memory of ended sessions back to the system, and a failing store probed.
@@ -258,18 +262,23 @@ public final class NavigationServer: Sendable {
 
     private let housekeeping = Mutex<[Task<Void, Never>]>([])
 
+    /// How often a node records on a shared store which of its sessions are in use, at most.
+    static let sharedRound: Duration = .seconds(15)
+
     /// On a shared store, sessions that no node holds expire too (their node is gone, or no
-    /// request reached one since a restart): every node marks the sessions it used this round,
-    /// and the store deletes what no node has used for the TTL plus a round (a session in use
-    /// is marked once a round, so it can look a round older than it is).
-    private static func sweepSharedStore(_ handler: APIHandler, ttl: Duration, round: Duration) async {
-        let inUse = handler.store.all.filter { $0.isStored && !$0.isIdle(for: round) }.map(\.id)
-        switch await handler.persistence.sweep(inUse: inUse, idle: ttl + round) {
+    /// request reached one since a restart): every node records the sessions used since its
+    /// last record, and the store deletes what no node has used for the TTL plus two rounds (a
+    /// session in use is recorded once a round, a round and the sweep's own time apart). The
+    /// TTL is the cluster's: without one here, this node only records.
+    private static func sweepSharedStore(_ handler: APIHandler, ttl: Duration?, round: Duration) async {
+        let used = handler.store.all.filter { $0.isStored && $0.takeUseToRecord() }
+        switch await handler.persistence.sweep(inUse: used.map(\.id), idle: ttl.map { $0 + round * 2 }) {
         case .success(let expired) where !expired.isEmpty:
             handler.log.note(.info, "sessions_expired", [("count", .int(expired.count))])
         case .success:
             break
         case .failure(let error):
+            for hosted in used { hosted.unmark() }
             handler.log.note(.warn, "sweep_failed", [("reason", .string(error.description))])
         }
     }

@@ -166,8 +166,8 @@ final class SessionPersistence: Sendable {
     }
 
     /// Expiry of the sessions no node holds, on a shared store: marks `inUse` as used now and
-    /// deletes what no node has used for `idle`. Returns the ids deleted.
-    func sweep(inUse: [String], idle: Duration) async -> Result<[String], StorageError> {
+    /// deletes what no node has used for `idle` (nothing without it). Returns the ids deleted.
+    func sweep(inUse: [String], idle: Duration?) async -> Result<[String], StorageError> {
         guard let shared else { return .success([]) }
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<[String], StorageError>, Never>) in
             shared.sweep(inUse: inUse, idle: idle) { done.resume(returning: $0) }

@@ -76,6 +76,9 @@ final class ClaimListener: Sendable {
             let listening = Listening(connection: connection, source: source)
             state.withLock { $0.listening = listening }
             listening.source.resume()
+            // Announcements that came during the catch-up query are already in libpq's buffer,
+            // and the socket will not say so: read them now.
+            read()
         } catch {
             queue.asyncAfter(deadline: .now() + Self.retryDelay) { self.connect() }
         }
@@ -90,7 +93,8 @@ final class ClaimListener: Sendable {
         guard !ids.isEmpty else { return }
         var epochs: [String: Int] = [:]
         // Ids are the server's own (hex), so a comma is a safe separator.
-        try connection.run("SELECT id, epoch FROM navd_sessions WHERE id = ANY(string_to_array($1, ','))",
+        // Named for whoever reads pg_stat_activity: the listening connection's last query.
+        try connection.run("/* navd listener catch-up */ SELECT id, epoch FROM navd_sessions WHERE id = ANY(string_to_array($1, ','))",
                            [.text(ids.joined(separator: ","))]) { row in
             epochs[row.text(0)] = row.integer(1)
         }

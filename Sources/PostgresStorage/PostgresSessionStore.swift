@@ -15,7 +15,8 @@ import Synchronization
 /// that owns it; a claim raises it under the row's lock and announces it (`NOTIFY`), and every
 /// fenced request locks its session's row and checks the epoch in the transaction that writes
 /// it. Claims run on a connection of their own, so loading a session never waits behind a
-/// commit's flush; announcements are heard on a third (`ClaimListener`).
+/// commit's flush; announcements are heard on a third (`ClaimListener`), and expiry sweeps
+/// run on a fourth.
 public final class PostgresSessionStore: SharedSessionStorage {
     /// How many events per session the store keeps for `Last-Event-ID`: the event buffer's bounds.
     public struct EventRetention: Sendable {
@@ -34,6 +35,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
     /// Claims' connection, opened on the first claim, and their queue.
     private let claimer = Mutex<PostgresConnection?>(nil)
     private let claims = DispatchQueue(label: "navd.store.claims")
+    /// Sweeps' connection, opened on the first sweep, and their queue.
+    private let sweeper = Mutex<PostgresConnection?>(nil)
+    private let sweeps = DispatchQueue(label: "navd.store.sweeps")
     private let listener: ClaimListener
     private let url: String
     private let closed = Atomic<Bool>(false)
@@ -370,39 +374,46 @@ public final class PostgresSessionStore: SharedSessionStorage {
 
     /// Sessions deleted by one sweep at most: a backlog (a node's sessions after it left for
     /// good) goes over a few rounds rather than in one long transaction.
-    static let sweepLimit = 5000
+    static let sweepLimit = 1000
+    /// Sessions recorded as used per statement: each statement holds its rows' locks only
+    /// until it commits, so a node's commits wait on its record for a moment at most.
+    static let markChunk = 500
 
-    public func sweep(inUse: [String], idle: Duration, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
-        claims.async { [self] in
+    public func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
+        sweeps.async { [self] in
             guard !closed.load(ordering: .relaxed) else { return completion(.failure(.unavailable("the store is closed"))) }
-            completion(claimer.withLock { connection in sweep(inUse, idle, on: &connection) })
+            completion(sweeper.withLock { connection in sweep(inUse, idle, on: &connection) })
         }
     }
 
-    /// One transaction on the claims' connection. The rows in use are locked in id order, as
-    /// commits lock theirs, so the two never wait on each other in a cycle; expired rows that
-    /// a commit or a claim holds are skipped (they are in use), never waited for.
-    private func sweep(_ inUse: [String], _ idle: Duration, on connection: inout PostgresConnection?) -> Result<[String], StorageError> {
+    /// On a connection of its own, so neither commits nor claims queue behind it. The record
+    /// of use goes first, in chunks that each commit on their own, their rows locked in id
+    /// order as commits lock theirs (so the two never wait on each other in a cycle). The
+    /// deletion is one transaction; expired rows a commit or a claim holds are skipped (they
+    /// are in use), never waited for.
+    private func sweep(_ inUse: [String], _ idle: Duration?, on connection: inout PostgresConnection?) -> Result<[String], StorageError> {
         do throws(PostgresConnection.Failure) {
             if connection == nil { connection = try PostgresConnection(url: url) }
             guard let connection else { return .failure(.unavailable("the store is closed")) }
             try connection.reconnectIfNeeded()
+            for start in stride(from: 0, to: inUse.count, by: Self.markChunk) {
+                let chunk = inUse[start..<min(start + Self.markChunk, inUse.count)]
+                try connection.run("""
+                    WITH used AS (
+                        SELECT id FROM navd_sessions WHERE id = ANY(string_to_array($1, ',')) ORDER BY id FOR NO KEY UPDATE
+                    )
+                    UPDATE navd_sessions AS s SET last_active = \(PostgresSchema.now) FROM used WHERE s.id = used.id
+                    """, [.text(chunk.joined(separator: ","))])
+            }
+            guard let idle else { return .success([]) }
             try connection.execute("BEGIN")
             do throws(PostgresConnection.Failure) {
-                if !inUse.isEmpty {
-                    try connection.run("""
-                        WITH used AS (
-                            SELECT id FROM navd_sessions WHERE id = ANY(string_to_array($1, ',')) ORDER BY id FOR NO KEY UPDATE
-                        )
-                        UPDATE navd_sessions AS s SET last_active = \(PostgresSchema.now) FROM used WHERE s.id = used.id
-                        """, [.text(inUse.joined(separator: ","))])
-                }
                 var expired: [String] = []
                 try connection.run("""
-                    DELETE FROM navd_sessions WHERE id IN (
+                    DELETE FROM navd_sessions AS s USING (
                         SELECT id FROM navd_sessions WHERE last_active < \(PostgresSchema.now) - $1
                         ORDER BY last_active LIMIT $2 FOR UPDATE SKIP LOCKED
-                    ) RETURNING id
+                    ) AS idle WHERE s.id = idle.id RETURNING s.id
                     """, [.real(idle.seconds), .integer(Self.sweepLimit)]) { row in
                     expired.append(row.text(0))
                 }
@@ -473,9 +484,11 @@ public final class PostgresSessionStore: SharedSessionStorage {
         closed.store(true, ordering: .relaxed)
         writer.close()
         claims.sync {}
+        sweeps.sync {}
         listener.close()
         connection.withLock { $0 = nil }
         claimer.withLock { $0 = nil }
+        sweeper.withLock { $0 = nil }
     }
 }
 

@@ -56,12 +56,13 @@ public protocol SharedSessionStorage: SessionStorage {
     /// `SessionEpoch.deleted` for those that are gone.
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (_ id: String, _ epoch: Int) -> Void)
 
-    /// Expiry across nodes, once per round of every node's reaper: marks the sessions `inUse`
-    /// (held here and used since the last round) as used now, then deletes every session no
-    /// node has marked for `idle`, announcing each deletion like `DELETE` does. A session that
-    /// no node holds (its node gone, or never asked for since a restart) expires this way.
-    /// Runs apart from commits; calls `completion` once, with the ids it deleted.
-    func sweep(inUse: [String], idle: Duration, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void)
+    /// Expiry across nodes, once per round of every node's reaper: records the sessions `inUse`
+    /// (held here and used since the last record) as used now, then, with `idle`, deletes every
+    /// session no node has used for that long, announcing each deletion like `DELETE` does. A
+    /// session that no node holds (its node gone, or never asked for since a restart) expires
+    /// this way. Runs apart from commits and claims; calls `completion` once, with the ids it
+    /// deleted, or with the failure (then nothing of `inUse` counts as recorded).
+    func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void)
 }
 
 /// Epochs every shared store agrees on.

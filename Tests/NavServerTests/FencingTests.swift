@@ -142,6 +142,9 @@ struct FencingTests {
         #expect(await Self.eventually(within: .seconds(10)) { try await Self.query(url, "SELECT id FROM navd_sessions") == [watched] })
         #expect(try await node.client().request("GET", "/sessions/\(left)", headers: [("Authorization", "Bearer \(leftToken)")]).status == 404)
         #expect(try await node.client().request("GET", "/metrics").text.contains("navd_sessions_swept_total 1\n"))
+        // Twice the time after which it would have gone too, were its use not recorded.
+        try await Task.sleep(for: .seconds(4))
+        #expect(try await Self.query(url, "SELECT id FROM navd_sessions") == [watched])
         let acted = try await node.client().request("POST", "/sessions/\(watched)/actions", token: token, json: Self.increment)
         #expect(acted.status == 200, "the session in use is alive: \(acted.text)")
         #expect(try await stream.readEvents { $0.name == "state" }.contains { $0.name == "end" } == false)
@@ -197,7 +200,7 @@ private struct Deaf: SharedSessionStorage {
         store.claim(id, authorize: authorize, completion: completion)
     }
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {}
-    func sweep(inUse: [String], idle: Duration, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
+    func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
         store.sweep(inUse: inUse, idle: idle, completion: completion)
     }
 }
