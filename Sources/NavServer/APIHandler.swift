@@ -143,7 +143,8 @@ final class APIHandler: HTTPHandler {
             case .refused: refusal = ticket ? .invalidTicket : .unauthorized
             case .failed: refusal = APIError(.storageUnavailable)
             }
-            claims.finish(id)
+            // Taken over again (or deleted) before it was held here: let go now what was heard then.
+            if let heard = claims.finish(id) { release(id, olderThan: heard) }
             if let refusal { throw refusal }
         }
     }
@@ -165,6 +166,7 @@ final class APIHandler: HTTPHandler {
     /// not over, and their clients reconnect with `Last-Event-ID` through the router to the
     /// node that owns it now, which resumes them. The next request for it here claims it again.
     func release(_ id: String, olderThan epoch: Int) {
+        claims.heard(id, epoch: epoch)
         guard let hosted = store.remove(id, olderThan: epoch) else { return }
         persistence.noteReleased()
         hosted.events.closeAll()

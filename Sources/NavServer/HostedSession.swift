@@ -152,23 +152,31 @@ final class SessionStore: Sendable {
 }
 
 /// Claims in flight on this node, by session: a request for a session already being claimed
-/// waits for that claim instead of taking the session over a second time.
+/// waits for that claim instead of taking the session over a second time. What is announced of
+/// a session while it is being claimed is kept for the claim to check once it holds the session
+/// (another node may have taken it over again before this one could let it go).
 final class SessionClaims: Sendable {
-    private let inFlight = Mutex<[String: [CheckedContinuation<Void, Never>]]>([:])
+    private struct Claim {
+        var waiting: [CheckedContinuation<Void, Never>] = []
+        /// The highest epoch announced for the session meanwhile.
+        var heard: Int?
+    }
+
+    private let inFlight = Mutex<[String: Claim]>([:])
 
     /// `true`: the caller claims `id` and calls `finish(id)` after. `false`: another claim of
     /// it was in flight and has finished; look for the session again.
     func begin(_ id: String) async -> Bool {
         let first = inFlight.withLock { inFlight -> Bool in
             guard inFlight[id] == nil else { return false }
-            inFlight[id] = []
+            inFlight[id] = Claim()
             return true
         }
         if first { return true }
         await withCheckedContinuation { (waiting: CheckedContinuation<Void, Never>) in
             let queued = inFlight.withLock { inFlight -> Bool in
                 guard inFlight[id] != nil else { return false }
-                inFlight[id, default: []].append(waiting)
+                inFlight[id]?.waiting.append(waiting)
                 return true
             }
             if !queued { waiting.resume() }
@@ -176,7 +184,23 @@ final class SessionClaims: Sendable {
         return false
     }
 
-    func finish(_ id: String) {
-        for waiting in inFlight.withLock({ $0.removeValue(forKey: id) }) ?? [] { waiting.resume() }
+    /// The sessions being claimed now.
+    var ids: [String] { inFlight.withLock { Array($0.keys) } }
+
+    /// Keeps an announcement of `id` at `epoch` if `id` is being claimed.
+    func heard(_ id: String, epoch: Int) {
+        inFlight.withLock { inFlight in
+            guard var claim = inFlight[id] else { return }
+            claim.heard = max(claim.heard ?? epoch, epoch)
+            inFlight[id] = claim
+        }
+    }
+
+    /// Ends the claim of `id`; returns the highest epoch announced for it meanwhile.
+    @discardableResult
+    func finish(_ id: String) -> Int? {
+        let claim = inFlight.withLock { $0.removeValue(forKey: id) }
+        for waiting in claim?.waiting ?? [] { waiting.resume() }
+        return claim?.heard
     }
 }

@@ -91,7 +91,10 @@ public final class NavigationServer: Sendable {
         if let shared = handler.persistence.shared {
             let handler = handler
             handler.persistence.onLost { handler.release($0, olderThan: $1) }
-            shared.onTakeover(held: { handler.store.all.filter(\.isStored).map(\.id) }) { handler.release($0, olderThan: $1) }
+            // Claims in flight count as held: what they missed is checked once they hold the session.
+            shared.onTakeover(held: { handler.store.all.filter(\.isStored).map(\.id) + handler.claims.ids }) {
+                handler.release($0, olderThan: $1)
+            }
         } else {
             try await recoverSessions()
         }

@@ -16,14 +16,17 @@ struct FencingTests {
 
     /// A node on `url`; `deaf` ones never hear another node's claim (as while their listening
     /// connection is down), so the fence alone must stop them.
-    static func node(_ url: String, deaf: Bool = false, idleSessionTTL: Duration? = .seconds(3600)) async throws -> TestServer {
+    /// `gate`: each claim, once committed, waits for a signal before the node gets it.
+    static func node(_ url: String, deaf: Bool = false, gate: DispatchSemaphore? = nil,
+                     idleSessionTTL: Duration? = .seconds(3600)) async throws -> TestServer {
         var configuration = ServerConfiguration()
         configuration.store = .postgres
         configuration.databaseURL = url
         // libpq's connect blocks: off the cooperative pool, which other tests' servers share.
         let settings = configuration
         let opened = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
-        return try await TestServer(storage: deaf ? Deaf(opened) : opened) {
+        let storage: any SharedSessionStorage = deaf ? Deaf(opened) : gate.map { Gated(opened, gate: $0) } ?? opened
+        return try await TestServer(storage: storage) {
             $0.store = .postgres
             $0.databaseURL = url
             $0.idleSessionTTL = idleSessionTTL
@@ -169,6 +172,40 @@ struct FencingTests {
         await node.stop()
     }
 
+    /// Another node takes a session over again while this node's claim of it is finishing: the
+    /// announcement comes before this node holds the session, and is acted on once it does.
+    /// The request that claimed it claims again and answers with the state as it is now, never
+    /// with the state from before the takeover.
+    @Test func aTakeoverAnnouncedWhileTheClaimFinishesIsNotLost() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let gate = DispatchSemaphore(value: 0)
+        let a = try await Self.node(url, gate: gate)
+        let b = try await Self.node(url)
+        let (id, token) = try await b.session("counter")
+        let auth = [("Authorization", "Bearer \(token)")]
+        let read = Task { try await a.client().request("GET", "/sessions/\(id)", headers: auth) }
+        #expect(await Self.eventually { try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["2"] }, "a's claim committed")
+        // b was taken over; its next action claims the session back (if it had not heard, the
+        // fence refuses the first, answered 404) and counts.
+        var counted = try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        if counted.status == 404 {
+            counted = try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        }
+        #expect(counted.status == 200)
+        #expect(counted.json["version"]?.intValue == 1)
+        #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["3"])
+        // The announcement of b's claim reaches a while a's claim still waits.
+        try await Task.sleep(for: .milliseconds(300))
+        gate.signal()
+        let answer = try await read.value
+        #expect(answer.status == 200)
+        #expect(answer.json["state"]?["count"]?.intValue == 1, "not the count from before b's change: \(answer.text)")
+        #expect(answer.json["version"]?.intValue == 1)
+        #expect(try await a.client().request("GET", "/metrics").text.contains("navd_sessions_released_total 1\n"))
+        await a.stop()
+        await b.stop()
+    }
+
     /// Polls an async condition every 50 ms, for at most `limit`; errors count as not yet.
     static func eventually(within limit: Duration = .seconds(5), _ condition: () async throws -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + limit
@@ -200,6 +237,37 @@ private struct Deaf: SharedSessionStorage {
         store.claim(id, authorize: authorize, completion: completion)
     }
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {}
+    func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
+        store.sweep(inUse: inUse, idle: idle, completion: completion)
+    }
+}
+
+/// A shared store whose first claim, once committed, reaches the node only when the test says so.
+private final class Gated: SharedSessionStorage {
+    let store: any SharedSessionStorage
+    let gate: DispatchSemaphore
+    let gated = Atomic<Bool>(false)
+    init(_ store: any SharedSessionStorage, gate: DispatchSemaphore) {
+        self.store = store
+        self.gate = gate
+    }
+
+    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try store.load(each) }
+    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool, completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        store.commit(writes, admissible: admissible, completion: completion)
+    }
+    func close() { store.close() }
+    func statistics() -> StorageStatistics { store.statistics() }
+    func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool, completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
+        let first = !gated.exchange(true, ordering: .relaxed)
+        store.claim(id, authorize: authorize) { [gate] result in
+            if first { gate.wait() }
+            completion(result)
+        }
+    }
+    func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {
+        store.onTakeover(held: held, body)
+    }
     func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
         store.sweep(inUse: inUse, idle: idle, completion: completion)
     }
