@@ -128,8 +128,16 @@ final class APIHandler: HTTPHandler {
     /// Makes sure session `id` is held here, claiming it from the shared store if need be; one
     /// claim per session at a time on this node.
     private func claim(_ id: String, token: String?, ticket: Bool, executor: LoopExecutor) async throws(APIError) {
+        var attempts = 0
         while store.session(id) == nil {
             guard await claims.begin(id) else { continue }
+            // Taken over again each time (two routers that disagree): answered like a change
+            // caught in a move, to be sent again, rather than bounced between nodes for long.
+            guard attempts < Self.claimAttempts else {
+                claims.finish(id)
+                throw .unknownSession(id)
+            }
+            attempts += 1
             let log = log
             let claimed = await persistence.claim(id, token: token, catalog: catalog, limits: configuration.sessionLimits,
                                                   executor: executor, metrics: metrics) {
@@ -149,13 +157,27 @@ final class APIHandler: HTTPHandler {
         }
     }
 
+    /// Claims of one session a request makes at most.
+    static let claimAttempts = 3
+
     /// Hosts a session just claimed: its streams wired before anyone can find it, then what its
-    /// previous owner's effects left unfinished settled, as after a restart.
+    /// previous owner's effects left unfinished settled, as after a restart. Not if it was taken
+    /// over again meanwhile (then `true`: the caller claims again), and let go at once if that
+    /// is heard while it goes in.
     private func install(_ hosted: HostedSession) async -> Bool {
+        let epoch = hosted.epoch ?? 0
+        if claims.heardEpoch(hosted.id) ?? 0 > epoch {
+            await hosted.navigation.suspend()
+            return true
+        }
         await attachEvents(hosted)
         guard store.insert(hosted) else {
             await hosted.navigation.suspend()
             return false
+        }
+        if let heard = claims.heardEpoch(hosted.id), heard > epoch {
+            release(hosted.id, olderThan: heard)
+            return true
         }
         _ = try? await hosted.navigation.settleEffects()
         return true
@@ -273,7 +295,8 @@ final class APIHandler: HTTPHandler {
                     return answer.fail(APIError(.storageUnavailable))
                 case .lost:
                     hosted.markEnding(false)
-                    release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1)
+                    // Another deletion of it may have been written: that one ends it, with `end`.
+                    if !hosted.isEnding { release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1) }
                     return answer.fail(.unknownSession(hosted.id))
                 }
                 store.remove(hosted.id)

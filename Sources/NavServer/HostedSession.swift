@@ -59,14 +59,14 @@ final class HostedSession: Sendable {
     /// cleared only by a record that committed, so no use goes unrecorded.
     private let usedSinceMark = Atomic<Bool>(true)
 
-    /// Whether there is use to record, clearing the flag; `unmark()` sets it again when the
-    /// record failed.
+    /// Whether there is use to record, clearing the flag; `keepUseToRecord()` sets it again
+    /// when the record failed.
     func takeUseToRecord() -> Bool {
         let used = usedSinceMark.exchange(false, ordering: .relaxed)
         return used || events.count > 0
     }
 
-    func unmark() { usedSinceMark.store(true, ordering: .relaxed) }
+    func keepUseToRecord() { usedSinceMark.store(true, ordering: .relaxed) }
 
     /// Idle: no request for `ttl` and no open stream.
     func isIdle(for ttl: Duration) -> Bool {
@@ -194,6 +194,11 @@ final class SessionClaims: Sendable {
             claim.heard = max(claim.heard ?? epoch, epoch)
             inFlight[id] = claim
         }
+    }
+
+    /// The highest epoch announced for `id` since its claim began, if it is being claimed.
+    func heardEpoch(_ id: String) -> Int? {
+        inFlight.withLock { $0[id]?.heard }
     }
 
     /// Ends the claim of `id`; returns the highest epoch announced for it meanwhile.

@@ -91,8 +91,9 @@ public final class NavigationServer: Sendable {
         if let shared = handler.persistence.shared {
             let handler = handler
             handler.persistence.onLost { handler.release($0, olderThan: $1) }
-            // Claims in flight count as held: what they missed is checked once they hold the session.
-            shared.onTakeover(held: { handler.store.all.filter(\.isStored).map(\.id) + handler.claims.ids }) {
+            // Claims in flight count as held: what they missed is checked once they hold the
+            // session. Read first: a claim that finishes meanwhile is then in one list or the other.
+            shared.onTakeover(held: { handler.claims.ids + handler.store.all.filter(\.isStored).map(\.id) }) {
                 handler.release($0, olderThan: $1)
             }
         } else {
@@ -221,17 +222,26 @@ public final class NavigationServer: Sendable {
                 for hosted in handler.store.all { hosted.events.sendHeartbeat() }
             }
         }
-        let reaper = Task.detached {
-            // On a shared store the rounds run even without a TTL: the sessions in use here are
-            // recorded as such, so other nodes' sweeps leave them alone.
-            while !Task.isCancelled, ttl != nil || handler.persistence.shared != nil {
-                let round = min(ttl ?? Self.sharedRound, Self.sharedRound)
-                try? await Task.sleep(for: round)
+        // On a shared store, on a fixed schedule of its own (other nodes count on the rounds) and
+        // even without a TTL: the sessions in use here are recorded as such, so other nodes'
+        // sweeps leave them alone.
+        let sweeper = Task.detached {
+            guard handler.persistence.shared != nil else { return }
+            let round = min(ttl ?? Self.sharedRound, Self.sharedRound)
+            var next = ContinuousClock.now + round
+            while !Task.isCancelled {
+                try? await Task.sleep(until: next, tolerance: .milliseconds(100))
                 guard !Task.isCancelled else { break }
-                if handler.persistence.shared != nil { await Self.sweepSharedStore(handler, ttl: ttl, round: round) }
-                guard let ttl else { continue }
+                next = max(next + round, .now)
+                await Self.sweepSharedStore(handler, ttl: ttl, round: round)
+            }
+        }
+        let reaper = Task.detached {
+            while !Task.isCancelled, let ttl {
+                try? await Task.sleep(for: min(ttl, Self.sharedRound))
+                guard !Task.isCancelled else { break }
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
-                    // Gone from the store first; a failed delete is tried again next round.
+                    // Deleted from the database first; a failed delete is tried again next round.
                     hosted.markEnding(true)
                     switch await handler.persistence.commit([.delete(id: hosted.id)], of: hosted) {
                     case .durable: break
@@ -239,9 +249,10 @@ public final class NavigationServer: Sendable {
                         hosted.markEnding(false)
                         continue
                     case .lost:
-                        // Another node has it now, and may be using it: only this copy goes.
+                        // Another node has it now, and may be using it: only this copy goes
+                        // (unless a deletion of it here is still under way, which ends it).
                         hosted.markEnding(false)
-                        handler.release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1)
+                        if !hosted.isEnding { handler.release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1) }
                         continue
                     }
                     if handler.store.remove(hosted.id) != nil {
@@ -259,13 +270,14 @@ public final class NavigationServer: Sendable {
                 await handler.persistence.probeIfFailing()
             }
         }
-        housekeeping.withLock { $0 = [heartbeat, reaper, trimmer] }
+        housekeeping.withLock { $0 = [heartbeat, reaper, sweeper, trimmer] }
         handler.log.startWriting()
     }
 
     private let housekeeping = Mutex<[Task<Void, Never>]>([])
 
-    /// How often a node records on a shared store which of its sessions are in use, at most.
+    /// How often a node records on a shared store which of its sessions are in use, at most;
+    /// also the longest wait between two rounds of the idle reaper.
     static let sharedRound: Duration = .seconds(15)
 
     /// On a shared store, sessions that no node holds expire too (their node is gone, or no
@@ -281,7 +293,7 @@ public final class NavigationServer: Sendable {
         case .success:
             break
         case .failure(let error):
-            for hosted in used { hosted.unmark() }
+            for hosted in used { hosted.keepUseToRecord() }
             handler.log.note(.warn, "sweep_failed", [("reason", .string(error.description))])
         }
     }

@@ -396,6 +396,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
             if connection == nil { connection = try PostgresConnection(url: url) }
             guard let connection else { return .failure(.unavailable("the store is closed")) }
             try connection.reconnectIfNeeded()
+            // A record waits on other nodes' commits of its rows, never for long (set each time:
+            // a reconnection forgets it).
+            try connection.execute("SET lock_timeout = '5s'")
             for start in stride(from: 0, to: inUse.count, by: Self.markChunk) {
                 let chunk = inUse[start..<min(start + Self.markChunk, inUse.count)]
                 try connection.run("""

@@ -174,7 +174,9 @@ struct PostgresOwnershipTests {
         // Both last used two minutes ago; one of them is in use on some node now.
         _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
         #expect(try await sweep(store, inUse: [], idle: .seconds(300)) == [], "not idle for long enough")
-        #expect(try await sweep(store, inUse: [], idle: nil) == [], "a node without a TTL only records")
+        #expect(try await sweep(store, inUse: [Self.otherID], idle: nil) == [], "a node without a TTL only records")
+        #expect(try await query(url, "SELECT id FROM navd_sessions WHERE last_active > extract(epoch from now())::float8 - 60") == [Self.otherID])
+        _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120 WHERE id = '\(Self.otherID)'")
         #expect(try await sweep(store, inUse: [Self.id], idle: .seconds(60)) == [Self.otherID])
         #expect(try await query(url, "SELECT id FROM navd_sessions") == [Self.id])
         #expect(try await query(url, "SELECT DISTINCT session FROM navd_transactions") == [Self.id])
