@@ -51,18 +51,9 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/navd-compose-check.XXXXXX")
 passed=0
 brought_up=0
-timings=()
-step_name=
-step_start=
-log() { printf '==> %s\n' "$*" >&2; }
-ok() { printf '    ok: %s\n' "$*" >&2; }
+# shellcheck source=container/steps.sh
+. scripts/container/steps.sh
 die() { printf '\ncompose-check: FAIL: %s\n' "$*" >&2; exit 1; }
-step() {
-  if [[ -n $step_name ]]; then timings+=("$(printf '%6ss  %s' $((SECONDS - step_start)) "$step_name")"); fi
-  step_name=$1
-  step_start=$SECONDS
-  [[ -z $step_name ]] || printf '\n==> %s\n' "$step_name" >&2
-}
 
 # Runs a long command in the background and waits for it, so that INT or TERM reach the trap at
 # once (bash runs a trap only after its foreground command), which stops it in cleanup.
@@ -139,12 +130,7 @@ cleanup() {
     fi
   fi
   rm -rf "$work"
-  step ""
-  if ((${#timings[@]})); then
-    echo >&2
-    echo "timings:" >&2
-    printf '  %s\n' "${timings[@]}" >&2
-  fi
+  print_timings
   if [[ $passed == 1 ]]; then echo "compose-check: PASS" >&2; else echo "compose-check: FAILED (exit $status)" >&2; fi
   exit "$status"
 }

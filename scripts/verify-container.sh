@@ -39,22 +39,9 @@ volume=navd-verify-data-$$
 work=
 stub_pid=
 passed=0
-timings=()
-step_name=
-step_start=
-
-log() { printf '==> %s\n' "$*" >&2; }
-ok() { printf '    ok: %s\n' "$*" >&2; }
+# shellcheck source=container/steps.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/container/steps.sh"
 die() { printf '\nFAIL: %s\n' "$*" >&2; exit 1; }
-now() { date +%s.%N; }
-seconds_since() { python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.1f}")' "$1" "$(now)"; }
-step() {
-    if [[ -n $step_name ]]; then timings+=("$(printf '%7ss  %s' "$(seconds_since "$step_start")" "$step_name")"); fi
-    step_name=$1
-    step_start=$(now)
-    [[ -n $step_name ]] && printf '\n==> %s\n' "$step_name" >&2
-    return 0
-}
 
 unmount_under() { # unmount anything debootstrap may have left mounted below $1
     local mounts
@@ -78,12 +65,7 @@ cleanup() {
         unmount_under "$work"
         rm -rf --one-file-system "$work"
     fi
-    step ""
-    if ((${#timings[@]})); then
-        echo >&2
-        echo "timings:" >&2
-        printf '  %s\n' "${timings[@]}" >&2
-    fi
+    print_timings
     if [[ $passed == 1 ]]; then echo "PASS: $image ($context)" >&2; else echo "FAILED (exit $status)" >&2; fi
     exit "$status"
 }

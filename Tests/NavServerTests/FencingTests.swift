@@ -25,7 +25,7 @@ struct FencingTests {
         // libpq's connect blocks: off the cooperative pool, which other tests' servers share.
         let settings = configuration
         let opened = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
-        let storage: any SharedSessionStorage = deaf ? Deaf(opened) : gate.map { Gated(opened, gate: $0) } ?? opened
+        let storage: any SharedSessionStorage = deaf || gate != nil ? Interfered(opened, deaf: deaf, gate: gate) : opened
         return try await TestServer(storage: storage) {
             $0.store = .postgres
             $0.databaseURL = url
@@ -231,33 +231,16 @@ struct FencingTests {
     }
 }
 
-/// A shared store whose node never hears of other nodes' claims.
-private struct Deaf: SharedSessionStorage {
+/// A shared store with a fault put in: `deaf`, the node never hears of other nodes' claims;
+/// with a `gate`, its first claim, once committed, reaches the node only when the test says so.
+private final class Interfered: SharedSessionStorage {
     let store: any SharedSessionStorage
-    init(_ store: any SharedSessionStorage) { self.store = store }
-
-    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try store.load(each) }
-    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool, completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
-        store.commit(writes, admissible: admissible, completion: completion)
-    }
-    func close() { store.close() }
-    func statistics() -> StorageStatistics { store.statistics() }
-    func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool, completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
-        store.claim(id, authorize: authorize, completion: completion)
-    }
-    func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {}
-    func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
-        store.sweep(inUse: inUse, idle: idle, completion: completion)
-    }
-}
-
-/// A shared store whose first claim, once committed, reaches the node only when the test says so.
-private final class Gated: SharedSessionStorage {
-    let store: any SharedSessionStorage
-    let gate: DispatchSemaphore
+    let deaf: Bool
+    let gate: DispatchSemaphore?
     let gated = Atomic<Bool>(false)
-    init(_ store: any SharedSessionStorage, gate: DispatchSemaphore) {
+    init(_ store: any SharedSessionStorage, deaf: Bool, gate: DispatchSemaphore?) {
         self.store = store
+        self.deaf = deaf
         self.gate = gate
     }
 
@@ -268,14 +251,14 @@ private final class Gated: SharedSessionStorage {
     func close() { store.close() }
     func statistics() -> StorageStatistics { store.statistics() }
     func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool, completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
-        let first = !gated.exchange(true, ordering: .relaxed)
-        store.claim(id, authorize: authorize) { [gate] result in
-            if first { gate.wait() }
+        let held = gate.flatMap { gated.exchange(true, ordering: .relaxed) ? nil : $0 }
+        store.claim(id, authorize: authorize) { result in
+            held?.wait()
             completion(result)
         }
     }
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {
-        store.onTakeover(held: held, body)
+        if !deaf { store.onTakeover(held: held, body) }
     }
     func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
         store.sweep(inUse: inUse, idle: idle, completion: completion)
