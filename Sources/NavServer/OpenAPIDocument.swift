@@ -17,10 +17,24 @@ public enum OpenAPIDocument {
     /// `template` with its generated region replaced by `catalog`'s schemas; `template` as it is
     /// if it has no such region.
     public static func render(_ template: String, for catalog: FeatureCatalog) -> String {
-        guard let begin = template.firstRange(of: beginMarker),
-              let end = template[begin.upperBound...].firstRange(of: endMarker) else { return template }
+        guard let begin = range(of: beginMarker, in: template, from: template.startIndex),
+              let end = range(of: endMarker, in: template, from: begin.upperBound) else { return template }
         return String(template[..<begin.upperBound]) + YAMLWriter.mapping(schemas(for: catalog), indent: 4)
             + String(template[end.lowerBound...])
+    }
+
+    /// Where `marker` (a whole line of ASCII) first occurs in `text` from `start`. A plain
+    /// search: `firstRange(of:)` is the regex library's, and this one call linked all of it
+    /// (1.1 MB of the statically linked binary, which the image's size limit cannot spare).
+    static func range(of marker: String, in text: String, from start: String.Index) -> Range<String.Index>? {
+        let needle = Array(marker.utf8)
+        let bytes = text.utf8
+        var index = start
+        while index < bytes.endIndex {
+            if bytes[index...].starts(with: needle) { return index..<bytes.index(index, offsetBy: needle.count) }
+            index = bytes.index(after: index)
+        }
+        return nil
     }
 
     /// The generated components, in a stable order: the names, the session request, then each
