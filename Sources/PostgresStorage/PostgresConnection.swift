@@ -79,6 +79,21 @@ final class PostgresConnection {
         return received
     }
 
+    /// Runs `body` in one transaction, opened with `begin`: committed if `keep` says so of what
+    /// it returns (else rolled back), and rolled back when anything in it throws.
+    func transaction<Value>(_ begin: String = "BEGIN", keep: (Value) -> Bool = { _ in true },
+                            _ body: () throws(Failure) -> Value) throws(Failure) -> Value {
+        try execute(begin)
+        do throws(Failure) {
+            let value = try body()
+            try execute(keep(value) ? "COMMIT" : "ROLLBACK")
+            return value
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Runs SQL with no parameters (several statements allowed).
     func execute(_ sql: String) throws(Failure) {
         let result = PQexec(handle, sql)

@@ -93,8 +93,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
     }
 
     private static func migrateOnce(_ connection: PostgresConnection) throws(PostgresConnection.Failure) -> Int {
-        try connection.execute("BEGIN")
-        do throws(PostgresConnection.Failure) {
+        // A newer schema is left as it is: this navd refuses it.
+        try connection.transaction(keep: { $0 <= PostgresSchema.version }) { () throws(PostgresConnection.Failure) -> Int in
             try connection.run("SELECT pg_advisory_xact_lock($1)", [.integer(PostgresSchema.migrationLock)])
             // Up to date: no DDL at all, so a node starting beside serving ones takes no lock
             // on their tables (ALTER TABLE locks the table even when the column exists).
@@ -106,12 +106,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 try connection.execute(PostgresSchema.create)
                 version = try connection.integer("SELECT version::bigint FROM navd_schema WHERE id = 1")
             }
-            // A newer schema is left as it is: this navd refuses it.
-            try connection.execute(version <= PostgresSchema.version ? "COMMIT" : "ROLLBACK")
             return version
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
         }
     }
 
@@ -124,15 +119,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 do throws(PostgresConnection.Failure) {
                     try connection.reconnectIfNeeded()
                     // One page is one consistent view, whatever other nodes commit meanwhile.
-                    try connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    do throws(PostgresConnection.Failure) {
-                        let page = try Self.page(after: cursor, from: connection)
-                        try connection.execute("COMMIT")
-                        return .success(page)
-                    } catch {
-                        try? connection.execute("ROLLBACK")
-                        throw error
-                    }
+                    return .success(try connection.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
+                        () throws(PostgresConnection.Failure) in try Self.page(after: cursor, from: connection)
+                    })
                 } catch {
                     return .failure(.unavailable("PostgreSQL: \(error)"))
                 }
@@ -196,8 +185,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
             guard let connection else { return .failure(.unavailable("the store is closed")) }
             do throws(PostgresConnection.Failure) {
                 try connection.reconnectIfNeeded()
-                try connection.execute("BEGIN")
-                do throws(PostgresConnection.Failure) {
+                // Returns once the commit record is flushed: synchronous_commit = on.
+                return .success(try connection.transaction { () throws(PostgresConnection.Failure) -> [Bool] in
                     let epochs = try lockFenced(requests, in: connection)
                     let written = requests.map { request -> Bool in
                         guard case .fence(let id, let epoch)? = request.first else { return true }
@@ -206,13 +195,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
                     for (request, written) in zip(requests, written) where written {
                         for write in request { try apply(write, to: connection) }
                     }
-                    // Returns once the commit record is flushed: synchronous_commit = on.
-                    try connection.execute("COMMIT")
-                    return .success(written)
-                } catch {
-                    try? connection.execute("ROLLBACK")
-                    throw error
-                }
+                    return written
+                })
             } catch {
                 return .failure(.unavailable("PostgreSQL: \(error)"))
             }
@@ -325,15 +309,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
             if connection == nil { connection = try PostgresConnection(url: url) }
             guard let connection else { return .failure(.unavailable("the store is closed")) }
             try connection.reconnectIfNeeded()
-            try connection.execute("BEGIN")
-            do throws(PostgresConnection.Failure) {
-                let claim = try claimLocked(id, authorize, connection)
-                try connection.execute(claim.isClaimed ? "COMMIT" : "ROLLBACK")
-                return .success(claim)
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw error
-            }
+            return .success(try connection.transaction(keep: \.isClaimed) { () throws(PostgresConnection.Failure) in
+                try claimLocked(id, authorize, connection)
+            })
         } catch {
             return .failure(.unavailable("PostgreSQL: \(error)"))
         }
@@ -409,8 +387,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                     """, [.text(chunk.joined(separator: ","))])
             }
             guard let idle else { return .success([]) }
-            try connection.execute("BEGIN")
-            do throws(PostgresConnection.Failure) {
+            return .success(try connection.transaction { () throws(PostgresConnection.Failure) -> [String] in
                 var expired: [String] = []
                 try connection.run("""
                     DELETE FROM navd_sessions AS s USING (
@@ -428,12 +405,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
                     try connection.run("SELECT pg_notify($1, id || ' ' || $2) FROM unnest(string_to_array($3, ',')) AS id",
                                        [.text(PostgresSchema.claimsChannel), .text(String(SessionEpoch.deleted)), ids])
                 }
-                try connection.execute("COMMIT")
-                return .success(expired)
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw error
-            }
+                return expired
+            })
         } catch {
             return .failure(.unavailable("PostgreSQL: \(error)"))
         }
