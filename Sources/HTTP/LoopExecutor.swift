@@ -98,7 +98,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// held first; `handOver` passes that on, in order, and refuses posts from then on, which
     /// pass their work on too.
     func detach(handOver: () -> Void) {
-        loopThread.store(0, ordering: .releasing)
         handOver()
         leaveLoop()
     }

@@ -183,6 +183,29 @@ final class APIHandler: HTTPHandler {
         return true
     }
 
+    /// Deletes `hosted` from the store, then ends it with `reason` (`end` on its streams): what
+    /// `DELETE` and the idle reaper both do. Gone from the store first, so an answer that says
+    /// so holds after a restart. `.failed`: nothing changed; `.lost`: another node has it now,
+    /// and only this node's copy goes (unless a deletion of it here is still under way, which
+    /// ends it).
+    func end(_ hosted: HostedSession, _ reason: NavigationSession.EndReason) async -> SessionPersistence.Committed {
+        hosted.markEnding(true)
+        let committed = await persistence.commit([.delete(id: hosted.id)], of: hosted)
+        switch committed {
+        case .durable:
+            if store.remove(hosted.id) != nil {
+                await hosted.navigation.end(reason)
+                memory.sessionEnded()
+            }
+        case .failed:
+            hosted.markEnding(false)
+        case .lost:
+            hosted.markEnding(false)
+            if !hosted.isEnding { release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1) }
+        }
+        return committed
+    }
+
     /// Lets session `id` go if this node holds it with an epoch under `epoch`: another node took
     /// it over (or deleted it). Its streams close without `end`, as at shutdown: the session is
     /// not over, and their clients reconnect with `Last-Event-ID` through the router to the
@@ -284,25 +307,12 @@ final class APIHandler: HTTPHandler {
         let session = hosted.navigation
         switch (route, request.method) {
         case (.session, "DELETE"):
-            let (store, memory, persistence) = (store, memory, persistence)
             Task(executorPreference: answer.executor) { [self] in
-                // Gone from the store first: a 204 means it stays gone after a restart.
-                hosted.markEnding(true)
-                switch await persistence.commit([.delete(id: hosted.id)], of: hosted) {
-                case .durable: break
-                case .failed:
-                    hosted.markEnding(false)
-                    return answer.fail(APIError(.storageUnavailable))
-                case .lost:
-                    hosted.markEnding(false)
-                    // Another deletion of it may have been written: that one ends it, with `end`.
-                    if !hosted.isEnding { release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1) }
-                    return answer.fail(.unknownSession(hosted.id))
+                switch await end(hosted, .deleted) {
+                case .durable: answer.send(HTTPResponse(status: 204))
+                case .failed: answer.fail(APIError(.storageUnavailable))
+                case .lost: answer.fail(.unknownSession(hosted.id))
                 }
-                store.remove(hosted.id)
-                await session.end(.deleted)
-                memory.sessionEnded()
-                answer.send(HTTPResponse(status: 204))
             }
         case (.session, _):
             session.isolated { session in

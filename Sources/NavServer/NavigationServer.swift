@@ -241,24 +241,8 @@ public final class NavigationServer: Sendable {
                 try? await Task.sleep(for: min(ttl, Self.sharedRound))
                 guard !Task.isCancelled else { break }
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
-                    // Deleted from the database first; a failed delete is tried again next round.
-                    hosted.markEnding(true)
-                    switch await handler.persistence.commit([.delete(id: hosted.id)], of: hosted) {
-                    case .durable: break
-                    case .failed:
-                        hosted.markEnding(false)
-                        continue
-                    case .lost:
-                        // Another node has it now, and may be using it: only this copy goes
-                        // (unless a deletion of it here is still under way, which ends it).
-                        hosted.markEnding(false)
-                        if !hosted.isEnding { handler.release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1) }
-                        continue
-                    }
-                    if handler.store.remove(hosted.id) != nil {
-                        await hosted.navigation.end(.expired)
-                        handler.memory.sessionEnded()
-                    }
+                    // A failed delete is tried again next round.
+                    _ = await handler.end(hosted, .expired)
                 }
             }
         }

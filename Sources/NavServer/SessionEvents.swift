@@ -9,7 +9,9 @@ import Synchronization
 final class SessionEvents: Sendable {
     /// Each stream with the last event id it already has: a stream that started from a snapshot
     /// covering events not yet durable (so not yet published) skips them when they come.
-    private let streams = Mutex<[ObjectIdentifier: (stream: EventStream, through: Int, tally: StreamTally)]>([:])
+    /// An open stream, the last event it was sent, and its counts for the log.
+    private typealias Subscriber = (stream: EventStream, through: Int, tally: StreamTally)
+    private let streams = Mutex<[ObjectIdentifier: Subscriber]>([:])
     private let metrics: Metrics
 
     init(metrics: Metrics) {
@@ -46,7 +48,7 @@ final class SessionEvents: Sendable {
         }
         guard !current.isEmpty, let first = events.first?.sequence else { return }
         let frames = ServerSentEvents.frames(events)
-        let deliver = { @Sendable (_ share: [(stream: EventStream, through: Int, tally: StreamTally)]) in
+        let deliver = { @Sendable (_ share: [Subscriber]) in
             for (stream, through, tally) in share {
                 if through < first {
                     if stream.send(frames) { tally.sent(events: events.count, bytes: frames.count, end: ends) }
@@ -60,8 +62,8 @@ final class SessionEvents: Sendable {
                 if ends { stream.close() }
             }
         }
-        var here: [(stream: EventStream, through: Int, tally: StreamTally)] = []
-        var elsewhere: [ObjectIdentifier: (executor: LoopExecutor, share: [(stream: EventStream, through: Int, tally: StreamTally)])] = [:]
+        var here: [Subscriber] = []
+        var elsewhere: [ObjectIdentifier: (executor: LoopExecutor, share: [Subscriber])] = [:]
         for entry in current {
             guard let executor = entry.stream.executor, !executor.isCurrent else {
                 here.append(entry)

@@ -56,7 +56,7 @@ public protocol SharedSessionStorage: SessionStorage {
     /// `SessionEpoch.deleted` for those that are gone.
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (_ id: String, _ epoch: Int) -> Void)
 
-    /// Expiry across nodes, once per round of every node's reaper: records the sessions `inUse`
+    /// Expiry across nodes, once per round on every node: records the sessions `inUse`
     /// (held here and used since the last record) as used now, then, with `idle`, deletes every
     /// session no node has used for that long, announcing each deletion like `DELETE` does. A
     /// session that no node holds (its node gone, or never asked for since a restart) expires
