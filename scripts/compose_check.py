@@ -31,7 +31,6 @@ Python 3 standard library only. Exit code 0 when every check passed.
 """
 
 import argparse
-import http.client
 import json
 import subprocess
 import sys
@@ -40,7 +39,7 @@ import uuid
 from types import SimpleNamespace
 
 from cluster_test import EventStream
-from crash_test import CONNECTION_ERRORS, Inconsistency
+from crash_test import CONNECTION_ERRORS, Client, Inconsistency
 
 INCREMENT = {"target": "root", "action": "incrementButtonTapped"}
 # The bound on anything that may wait for a node's first connection to PostgreSQL.
@@ -67,24 +66,11 @@ class Topology:
 
     def call(self, method, path, token=None, body=None, headers=None, timeout=10):
         """(status, JSON body or text) of one request through nginx, on a connection of its own."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        client = Client(self.port, timeout=timeout)
         try:
-            sent = dict(headers or {})
-            data = None
-            if token:
-                sent["Authorization"] = f"Bearer {token}"
-            if body is not None:
-                data = json.dumps(body).encode()
-                sent["Content-Type"] = "application/json"
-            connection.request(method, path, body=data, headers=sent)
-            response = connection.getresponse()
-            text = response.read()
-            try:
-                return response.status, json.loads(text) if text else None
-            except ValueError:
-                return response.status, text.decode(errors="replace")
+            return client.json(method, path, token, body, headers)
         finally:
-            connection.close()
+            client.close()
 
     def expect(self, status, method, path, token=None, body=None, headers=None):
         got, answer = self.call(method, path, token, body, headers)

@@ -326,11 +326,11 @@ class EventStream:
 class Client:
     """One keep-alive connection; every request names its session's token."""
 
-    def __init__(self, port):
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    def __init__(self, port, timeout=10):
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
 
-    def call(self, method, path, token=None, body=None, raw_body=None):
-        headers = {}
+    def call(self, method, path, token=None, body=None, raw_body=None, headers=None):
+        headers = dict(headers or {})
         if token:
             headers["Authorization"] = f"Bearer {token}"
         data = raw_body
@@ -343,8 +343,8 @@ class Client:
         text = response.read()
         return response.status, text
 
-    def json(self, method, path, token=None, body=None):
-        status, text = self.call(method, path, token, body)
+    def json(self, method, path, token=None, body=None, headers=None):
+        status, text = self.call(method, path, token, body, headers=headers)
         try:
             return status, json.loads(text) if text else None
         except ValueError:
