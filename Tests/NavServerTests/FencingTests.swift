@@ -41,10 +41,7 @@ struct FencingTests {
         let auth = [("Authorization", "Bearer \(token)")]
         let first = try await a.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
         #expect(first.status == 200)
-        let stream = try a.client()
-        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: auth))
-        #expect(try await stream.readResponse().status == 200)
-        _ = try await stream.readEvents { $0.name == "snapshot" }
+        let stream = try await Self.openStream(on: a, id, token: token)
 
         let taken = try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
         #expect(taken.status == 200, "the other node claims it and commits: \(taken.text)")
@@ -108,10 +105,7 @@ struct FencingTests {
         let a = try await Self.node(url)
         let b = try await Self.node(url)
         let (id, token) = try await a.session("counter")
-        let stream = try a.client()
-        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")]))
-        #expect(try await stream.readResponse().status == 200)
-        _ = try await stream.readEvents { $0.name == "snapshot" }
+        let stream = try await Self.openStream(on: a, id, token: token)
 
         // Every node's listening connection dropped; the claim comes before they are back (a second).
         let listening = "datname = current_database() AND query LIKE 'LISTEN%'"
@@ -137,10 +131,7 @@ struct FencingTests {
         await gone.stop()
         let node = try await Self.node(url, idleSessionTTL: .seconds(1))
         let (watched, token) = try await node.session("counter")
-        let stream = try node.client()
-        try await stream.send(LoopbackClient.format("GET", "/sessions/\(watched)/events", headers: [("Authorization", "Bearer \(token)")]))
-        #expect(try await stream.readResponse().status == 200)
-        _ = try await stream.readEvents { $0.name == "snapshot" }
+        let stream = try await Self.openStream(on: node, watched, token: token)
 
         let (poked, pokedToken) = try await node.session("counter")
         let poking = Task {
@@ -171,10 +162,7 @@ struct FencingTests {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
         let node = try await Self.node(url)
         let (id, token) = try await node.session("counter")
-        let stream = try node.client()
-        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")]))
-        #expect(try await stream.readResponse().status == 200)
-        _ = try await stream.readEvents { $0.name == "snapshot" }
+        let stream = try await Self.openStream(on: node, id, token: token)
         #expect(try await node.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
         let closing = try await stream.readEventsUntilClosed()
         #expect(closing.last?.name == "end")
@@ -213,6 +201,15 @@ struct FencingTests {
         #expect(answer.json["version"]?.intValue == 1)
         await a.stop()
         await b.stop()
+    }
+
+    /// A stream of session `id` on `node`, read up to its snapshot.
+    static func openStream(on node: TestServer, _ id: String, token: String) async throws -> LoopbackClient {
+        let stream = try node.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")]))
+        #expect(try await stream.readResponse().status == 200)
+        _ = try await stream.readEvents { $0.name == "snapshot" }
+        return stream
     }
 
     /// Polls an async condition every 50 ms, for at most `limit`; errors count as not yet.

@@ -109,15 +109,14 @@ struct PostgresOwnershipTests {
             watcher.close()
             claimer.close()
         }
-        let heard = Mutex<[String]>([])
-        watcher.onTakeover(held: { [] }) { id, epoch in heard.withLock { $0.append("\(id) \(epoch)") } }
+        let heard = listen(watcher)
         // The listener connects on its own queue; a claim before it listens is not heard.
         #expect(try await listenerPID(url) != nil)
         await create(claimer)
         _ = try await claim(claimer)
         #expect(await commit(claimer, [.fence(id: Self.id, epoch: 2), .delete(id: Self.id)]) == nil)
-        #expect(await eventually { heard.withLock { $0 }.count == 2 })
-        #expect(heard.withLock { $0 } == ["\(Self.id) 2", "\(Self.id) \(SessionEpoch.deleted)"])
+        #expect(await eventually { heard.all.count == 2 })
+        #expect(heard.all == ["\(Self.id) 2", "\(Self.id) \(SessionEpoch.deleted)"])
     }
 
     /// Announcements made while a node's listening connection was down reach it once it is
@@ -132,8 +131,7 @@ struct PostgresOwnershipTests {
         }
         let kept = "1" + Self.id.dropFirst()
         for id in [Self.id, Self.otherID, kept] { await create(holder, id) }
-        let heard = Mutex<[String]>([])
-        holder.onTakeover(held: { [Self.id, Self.otherID, kept] }) { id, epoch in heard.withLock { $0.append("\(id) \(epoch)") } }
+        let heard = listen(holder, holding: [Self.id, Self.otherID, kept])
         let first = try #require(try await listenerPID(url))
         _ = try await query(url, "SELECT pg_terminate_backend(\(first))")
         var gone = false
@@ -147,8 +145,8 @@ struct PostgresOwnershipTests {
         _ = try await claim(other)
         #expect(await commit(other, [.fence(id: Self.otherID, epoch: SessionEpoch.created), .delete(id: Self.otherID)]) == nil)
         let missed = ["\(Self.id) 2", "\(Self.otherID) \(SessionEpoch.deleted)"]
-        #expect(await eventually(within: .seconds(5)) { Set(missed).isSubset(of: heard.withLock { $0 }) })
-        #expect(heard.withLock { $0 }.filter { $0.hasPrefix(kept) }.allSatisfy { $0 == "\(kept) \(SessionEpoch.created)" },
+        #expect(await eventually(within: .seconds(5)) { Set(missed).isSubset(of: heard.all) })
+        #expect(heard.all.filter { $0.hasPrefix(kept) }.allSatisfy { $0 == "\(kept) \(SessionEpoch.created)" },
                 "the session nobody touched is still the holder's")
         let again = try #require(try await listenerPID(url), "listening again")
         #expect(again != first)
@@ -164,8 +162,7 @@ struct PostgresOwnershipTests {
             store.close()
             watcher.close()
         }
-        let heard = Mutex<[String]>([])
-        watcher.onTakeover(held: { [] }) { id, epoch in heard.withLock { $0.append("\(id) \(epoch)") } }
+        let heard = listen(watcher)
         #expect(try await listenerPID(url) != nil)
         for id in [Self.id, Self.otherID] {
             await create(store, id)
@@ -181,7 +178,7 @@ struct PostgresOwnershipTests {
         #expect(try await query(url, "SELECT id FROM navd_sessions") == [Self.id])
         #expect(try await query(url, "SELECT DISTINCT session FROM navd_transactions") == [Self.id])
         #expect(try await query(url, "SELECT DISTINCT session FROM navd_events") == [Self.id])
-        #expect(await eventually { heard.withLock { $0 } == ["\(Self.otherID) \(SessionEpoch.deleted)"] })
+        #expect(await eventually { heard.all == ["\(Self.otherID) \(SessionEpoch.deleted)"] })
         // Marked as used by that sweep: not idle now, until it is.
         #expect(try await sweep(store, inUse: [], idle: .seconds(60)) == [])
         _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
@@ -206,6 +203,13 @@ struct PostgresOwnershipTests {
     }
 
     // MARK: - Helpers
+
+    /// What `store` hears announced, holding `held`.
+    func listen(_ store: PostgresSessionStore, holding held: [String] = []) -> Announcements {
+        let heard = Announcements()
+        store.onTakeover(held: { held }) { heard.append("\($0) \($1)") }
+        return heard
+    }
 
     static let otherID = "fedcba9876543210fedcba9876543210"
 
@@ -264,4 +268,11 @@ extension SessionClaim {
         if case .notFound = self { return true }
         return false
     }
+}
+
+/// Announcements a store heard, as `"<id> <epoch>"`, in order.
+final class Announcements: Sendable {
+    private let heard = Mutex<[String]>([])
+    var all: [String] { heard.withLock { $0 } }
+    func append(_ announcement: String) { heard.withLock { $0.append(announcement) } }
 }
