@@ -74,7 +74,7 @@ import Testing
 
     /// A server hosting other features serves a document about those, not the demo's.
     @Test func aServerDescribesTheFeaturesItHosts() throws {
-        let notes = Screen<Notes>("notes", make: { Notes() }, fields: [.value("text", \.text, .string, bindable: true)])
+        let notes = Screen<Notes>("notes", make: { Notes() }) { Field("text", \.text, bindable: true) }
         let catalog = FeatureCatalog(hosting: [.init(notes)])
         let document = OpenAPIDocument.render(try Self.committed(), for: catalog)
         #expect(document.contains("    NotesState:\n"))

@@ -11,8 +11,10 @@ import Testing
 /// hop; one from elsewhere runs there after what is queued.
 @Suite struct SessionExecutorTests {
     private func session(on executor: SerialQueueExecutor) throws -> NavigationSession {
-        let tally = Screen<Tally>("tally", make: { Tally() }, fields: [.value("count", \.count, .int)],
-                                  actions: [.sync("increment") { $0.count += 1 }])
+        let tally = Screen<Tally>("tally", make: { Tally() }) {
+            Field("count", \.count)
+            Action.sync("increment") { $0.count += 1 }
+        }
         return try FeatureCatalog(hosting: [.init(tally)]).makeSession(feature: "tally", state: nil, executor: executor)
     }
 

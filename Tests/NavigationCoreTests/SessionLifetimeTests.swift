@@ -21,18 +21,13 @@ private let alive = Atomic<Int>(0)
 
 @Suite struct SessionLifetimeTests {
     private func catalog() -> FeatureCatalog {
-        let page = Screen<Page>("page", make: { Page() }, fields: [.value("title", \.title, .string)])
+        let page = Screen<Page>("page", make: { Page() }) { Field("title", \.title) }
         let element = StateCodec<Page>.oneOf("Element", [EnumCase("page", page.codec, embed: { $0 }, extract: { $0 })])
-        let book = Screen<Book>("book", make: { Book() },
-            fields: [
-                .children("pages", \.pages, .array(element)),
-                .children("open", \.open, .optional(page.codec)),
-            ],
-            presentations: [.model("open", style: .sheet, page, unwrap: { $0.open }, dismiss: { $0.open = nil })],
-            stacks: [.path("pages", \.pages, edit: { book, body in body(&book.pages) }, accepts: ["page"],
-                           screens: [page], codec: element,
-                           feature: { StackElement($0, page) })]
-        )
+        let book = Screen<Book>("book", make: { Book() }) {
+            StackSlot.path("pages", \.pages, edit: { book, body in body(&book.pages) }, accepts: ["page"],
+                           screens: [page], codec: element, feature: { StackElement($0, page) })
+            PresentationSlot.model("open", style: .sheet, \.open, screen: page)
+        }
         return FeatureCatalog(hosting: [.init(book)])
     }
 

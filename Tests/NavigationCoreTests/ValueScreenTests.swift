@@ -20,7 +20,7 @@ import Testing
     }
 
     static let empty = Place(name: "", rank: 0, score: 0, visited: false, tags: [], note: nil, origin: Point(x: 0, y: 0))
-    static let screen = Screen<Place>.value("Place", refining: [.value("score", \.score, .double(in: 0...1))]) { empty }
+    static let screen = Screen<Place>.value("Place", refining: [Field("score", \.score, .double(in: 0...1))]) { empty }
 
     func decode(_ text: String, into existing: Place? = nil) throws -> Place {
         try Self.screen.codec.decode(try JSONParser.parse(text), JSONPath("state"), existing)

@@ -11,23 +11,18 @@ extension Screen where Subject == AppModel {
             EnumCase("counter", counter.codec, embed: { .counter($0) }, extract: \.counter),
             EnumCase("settings", settings.codec, embed: { .settings($0) }, extract: \.settings),
         ])
-        return Screen("app", make: { AppModel(dependencies: dependencies) },
-            fields: [.children("path", \.path, .array(path))],
-            actions: [
-                .sync("counterButtonTapped") { $0.counterButtonTapped() },
-                .sync("settingsButtonTapped") { $0.settingsButtonTapped() },
-            ],
-            stacks: [
-                .path("path", \.path, edit: { model, body in body(&model.path) },
-                      accepts: ["counter", "settings"], screens: [counter, settings], codec: path,
-                      feature: { element in
-                          switch element {
-                          case .counter(let model): StackElement(model, counter)
-                          case .settings(let model): StackElement(model, settings)
-                          }
-                      }),
-            ]
-        )
+        return Screen("app", make: { AppModel(dependencies: dependencies) }) {
+            StackSlot.path("path", \.path, edit: { model, body in body(&model.path) },
+                           accepts: ["counter", "settings"], screens: [counter, settings], codec: path,
+                           feature: { element in
+                               switch element {
+                               case .counter(let model): StackElement(model, counter)
+                               case .settings(let model): StackElement(model, settings)
+                               }
+                           })
+            Action.sync("counterButtonTapped") { $0.counterButtonTapped() }
+            Action.sync("settingsButtonTapped") { $0.settingsButtonTapped() }
+        }
     }
 }
 

@@ -2,134 +2,70 @@ import NavigationCore
 
 extension Screen where Subject == GalleryModel {
     /// One destination per style and kind of driving state, declared in a loop over the styles.
-    static func gallery(
-        _ dependencies: FeatureDependencies,
-        counter: Screen<CounterModel>,
-        alert: Screen<Presence>,
-        page: Screen<Presence>
-    ) -> Screen<GalleryModel> {
+    static func gallery(_ dependencies: FeatureDependencies, counter: Screen<CounterModel>) -> Screen<GalleryModel> {
         let item = Screen<GalleryItem>.value("item") { GalleryItem(id: "", title: "") }
-        let nested = Screen<NestedModel>.nested()
-        let textEditor = Screen<String>("textEditor", make: { "" }, fields: [
-            .value("text", \.self, .string, bindable: true),
-        ])
+        let textEditor = Screen<String>("textEditor", make: { "" }) {
+            Field("text", \.self, bindable: true)
+        }
         // A `nil` default says nothing of its type: the catalog is told it is a number.
-        let timedAlert = Screen<TimedAlert>.value("timedAlert", refining: [.value("dismissesAt", \.dismissesAt, .optional(.double))]) {
+        let timedAlert = Screen<TimedAlert>.value("timedAlert", refining: [Field("dismissesAt", \.dismissesAt)]) {
             TimedAlert(id: 0)
         }
-
-        let destination = StateCodec<GalleryModel.Destination>.oneOf("Destination", [
-            EnumCase("alert", item.codec, embed: { .alert($0) }, extract: \.alert),
-            EnumCase("confirmationDialog", item.codec, embed: { .confirmationDialog($0) }, extract: \.confirmationDialog),
-            EnumCase("sheet", counter.codec, embed: { .sheet($0) }, extract: \.sheet),
-            EnumCase("popover", counter.codec, embed: { .popover($0) }, extract: \.popover),
-            EnumCase("fullScreenCover", counter.codec, embed: { .fullScreenCover($0) }, extract: \.fullScreenCover),
-            EnumCase("drillDown", counter.codec, embed: { .drillDown($0) }, extract: \.drillDown),
-        ])
-
-        var fields: [Field<GalleryModel>] = []
-        var presentations: [PresentationSlot<GalleryModel>] = []
-        for style in GalleryStyle.allCases {
-            let presentation = style.presentation
-            let anchor = style == .popover ? "popoverButton" : nil
-            let asksUser = style == .alert || style == .confirmationDialog
-            let isPresented: WritableKeyPath<GalleryModel, Bool> & Sendable = \GalleryModel.[isPresented: style]
-            let presentedItem: WritableKeyPath<GalleryModel, GalleryItem?> & Sendable = \GalleryModel.items[style]
-            var boolAlert: (@Sendable (GalleryModel) -> AlertContent)?
-            var itemAlert: (@Sendable (GalleryModel, GalleryItem) -> AlertContent)?
-            if asksUser {
-                let boolContent = style.content(title: "Presented by a Bool")
-                boolAlert = { _ in boolContent }
-                itemAlert = { _, item in style.content(title: item.title) }
+        let styleArgument = Action<GalleryModel>.Argument.value("style", .galleryStyle)
+        return Screen("gallery", make: { GalleryModel(dependencies: dependencies) }) {
+            for style in GalleryStyle.allCases {
+                PresentationSlot.isPresented("\(style.rawValue)IsPresented", style: style.presentation, \.[isPresented: style],
+                                             screen: style.asksUser ? .alert : .page, anchor: style.anchor, bindable: true,
+                                             alert: style.boolAlert)
+                PresentationSlot.item("\(style.rawValue)Item", style: style.presentation, \.items[style], screen: item,
+                                      anchor: style.anchor, identity: { .id($0.id) },
+                                      alert: style.itemAlert)
             }
-            fields.append(.value("\(style.rawValue)IsPresented", isPresented, .bool, bindable: true))
-            fields.append(.children("\(style.rawValue)Item", presentedItem, .optional(item.codec)))
-            presentations.append(.isPresented(
-                "\(style.rawValue)IsPresented", style: presentation, isPresented,
-                screen: asksUser ? alert : page, anchor: anchor,
-                alert: boolAlert
-            ))
-            presentations.append(.item(
-                "\(style.rawValue)Item", style: presentation, presentedItem, screen: item, anchor: anchor,
-                identity: { .id($0.id) },
-                alert: itemAlert
-            ))
-        }
-        fields += [
-            .children("destination", \.destination, .optional(destination)),
-            .children("nested", \.nested, .optional(nested.codec)),
-            .children("text", \.text, .optional(.string)),
-            .children("timedAlert", \.timedAlert, .optional(timedAlert.codec)),
-        ]
-        presentations += [
-            .value("destination.alert", style: .alert, item, identity: { .id($0.id) },
-                   alert: { _, item in GalleryStyle.alert.content(title: item.title) },
-                   unwrap: { $0.destination?.alert }, embed: { $0.destination = .alert($1) },
-                   dismiss: { $0.destination = nil }),
-            .value("destination.confirmationDialog", style: .confirmationDialog, item, identity: { .id($0.id) },
-                   alert: { _, item in GalleryStyle.confirmationDialog.content(title: item.title) },
-                   unwrap: { $0.destination?.confirmationDialog }, embed: { $0.destination = .confirmationDialog($1) },
-                   dismiss: { $0.destination = nil }),
-            .model("destination.sheet", style: .sheet, counter,
-                   unwrap: { $0.destination?.sheet }, dismiss: { $0.destination = nil }),
-            .model("destination.popover", style: .popover, counter, anchor: "popoverButton",
-                   unwrap: { $0.destination?.popover }, dismiss: { $0.destination = nil }),
-            .model("destination.fullScreenCover", style: .fullScreenCover, counter,
-                   unwrap: { $0.destination?.fullScreenCover }, dismiss: { $0.destination = nil }),
-            .model("destination.drillDown", style: .drillDown, counter,
-                   unwrap: { $0.destination?.drillDown }, dismiss: { $0.destination = nil }),
-            .model("nested", style: .sheet, nested, unwrap: { $0.nested }, dismiss: { $0.nested = nil }),
+            DestinationField("destination", \.destination, [
+                .value("alert", style: .alert, item, identity: { .id($0.id) },
+                       alert: { _, item in GalleryStyle.alert.content(title: item.title) },
+                       embed: { .alert($0) }, extract: { if case .alert(let item) = $0 { item } else { nil } }),
+                .value("confirmationDialog", style: .confirmationDialog, item, identity: { .id($0.id) },
+                       alert: { _, item in GalleryStyle.confirmationDialog.content(title: item.title) },
+                       embed: { .confirmationDialog($0) }, extract: { if case .confirmationDialog(let item) = $0 { item } else { nil } }),
+                .model("sheet", style: .sheet, counter,
+                       embed: { .sheet($0) }, extract: { if case .sheet(let model) = $0 { model } else { nil } }),
+                .model("popover", style: .popover, counter, anchor: GalleryStyle.popover.anchor,
+                       embed: { .popover($0) }, extract: { if case .popover(let model) = $0 { model } else { nil } }),
+                .model("fullScreenCover", style: .fullScreenCover, counter,
+                       embed: { .fullScreenCover($0) }, extract: { if case .fullScreenCover(let model) = $0 { model } else { nil } }),
+                .model("drillDown", style: .drillDown, counter,
+                       embed: { .drillDown($0) }, extract: { if case .drillDown(let model) = $0 { model } else { nil } }),
+            ])
+            PresentationSlot.model("nested", style: .sheet, \.nested, screen: .nested())
             // Presented by unwrapping the optional: edits write straight back into it, so the
             // sheet stays the same sheet while its text changes.
-            .value("text", style: .sheet, textEditor, identity: { _ in .presence },
-                   unwrap: { $0.text }, embed: { $0.text = $1 }, dismiss: { $0.text = nil }),
-            .item("timedAlert", style: .alert, \.timedAlert, screen: timedAlert,
-                  identity: { .value(.int($0.id)) },
-                  alert: { _, _ in AlertContent(title: "This alert dismisses itself", buttons: [.ok]) }),
-        ]
-
-        let styleParameter = Action<GalleryModel>.Parameter("style", StateCodec<GalleryStyle>.galleryStyle)
-        return Screen("gallery", make: { GalleryModel(dependencies: dependencies) },
-            fields: fields,
-            actions: [
-                .sync("isPresentedButtonTapped", [styleParameter]) { model, arguments throws(StateError) in
-                    model.isPresentedButtonTapped(try arguments.decode("style", .galleryStyle))
-                },
-                .sync("itemButtonTapped", [styleParameter]) { model, arguments throws(StateError) in
-                    model.itemButtonTapped(try arguments.decode("style", .galleryStyle))
-                },
-                .sync("destinationButtonTapped", [styleParameter]) { model, arguments throws(StateError) in
-                    model.destinationButtonTapped(try arguments.decode("style", .galleryStyle))
-                },
-                .sync("sheetAndPopoverButtonTapped") { $0.sheetAndPopoverButtonTapped() },
-                .sync("nestedButtonTapped") { $0.nestedButtonTapped() },
-                .sync("editTextButtonTapped") { $0.editTextButtonTapped() },
-                .task("timedAlertButtonTapped") { await $0.timedAlertButtonTapped() },
-            ],
-            presentations: presentations,
+            PresentationSlot.item("text", style: .sheet, \.text, screen: textEditor, stored: .string, identity: { _ in .presence })
+            PresentationSlot.item("timedAlert", style: .alert, \.timedAlert, screen: timedAlert, identity: { .value(.int($0.id)) },
+                                  alert: { _, _ in AlertContent(title: "This alert dismisses itself", buttons: [.ok]) })
+            Action.sync("isPresentedButtonTapped", styleArgument) { $0.isPresentedButtonTapped($1) }
+            Action.sync("itemButtonTapped", styleArgument) { $0.itemButtonTapped($1) }
+            Action.sync("destinationButtonTapped", styleArgument) { $0.destinationButtonTapped($1) }
+            Action.sync("sheetAndPopoverButtonTapped") { $0.sheetAndPopoverButtonTapped() }
+            Action.sync("nestedButtonTapped") { $0.nestedButtonTapped() }
+            Action.sync("editTextButtonTapped") { $0.editTextButtonTapped() }
+            Action.task("timedAlertButtonTapped") { await $0.timedAlertButtonTapped() }
             // A restart stopped the alert's timer; it goes on with the time the alert had left.
-            settle: { gallery in
+            Settle { gallery in
                 let model = gallery
                 return model.timedAlertIsTimed ? Effect { await model.continueTimedAlert() } : nil
             }
-        )
+        }
     }
 }
 
 extension Screen where Subject == NestedModel {
     /// Presents its own kind, as deep as the user goes.
     static func nested() -> Screen<NestedModel> {
-        Screen("nested", make: { NestedModel(level: 1) }) { nested in
-            ScreenBody(
-                fields: [
-                    .value("level", \.level, .int),
-                    .children("child", \.child, .optional(nested.codec)),
-                ],
-                actions: [.sync("presentChildButtonTapped") { $0.presentChildButtonTapped() }],
-                presentations: [
-                    .model("child", style: .sheet, nested, unwrap: { $0.child }, dismiss: { $0.child = nil }),
-                ]
-            )
+        .recursive("nested", make: { NestedModel(level: 1) }) { nested in
+            Field("level", \.level)
+            PresentationSlot.model("child", style: .sheet, \.child, screen: nested)
+            Action.sync("presentChildButtonTapped") { $0.presentChildButtonTapped() }
         }
     }
 }
@@ -158,6 +94,25 @@ extension GalleryStyle {
         }
     }
 
+    /// An alert or a dialog, whose content asks the user something.
+    var asksUser: Bool { self == .alert || self == .confirmationDialog }
+
+    /// What an alert or dialog of this style says when a Bool presents it; nil for other styles.
+    var boolAlert: (@Sendable (GalleryModel) -> AlertContent)? {
+        guard asksUser else { return nil }
+        let content = content(title: "Presented by a Bool")
+        return { _ in content }
+    }
+
+    /// What an alert or dialog of this style says when an item presents it; nil for other styles.
+    var itemAlert: (@Sendable (GalleryModel, GalleryItem) -> AlertContent)? {
+        guard asksUser else { return nil }
+        return { [self] _, item in content(title: item.title) }
+    }
+
+    /// The control a popover points at.
+    var anchor: String? { self == .popover ? "popoverButton" : nil }
+
     func content(title: String) -> AlertContent {
         switch self {
         case .confirmationDialog:
@@ -166,13 +121,4 @@ extension GalleryStyle {
             AlertContent(title: title, buttons: [.ok])
         }
     }
-}
-
-extension GalleryModel.Destination {
-    var alert: GalleryItem? { if case .alert(let item) = self { item } else { nil } }
-    var confirmationDialog: GalleryItem? { if case .confirmationDialog(let item) = self { item } else { nil } }
-    var sheet: CounterModel? { if case .sheet(let model) = self { model } else { nil } }
-    var popover: CounterModel? { if case .popover(let model) = self { model } else { nil } }
-    var fullScreenCover: CounterModel? { if case .fullScreenCover(let model) = self { model } else { nil } }
-    var drillDown: CounterModel? { if case .drillDown(let model) = self { model } else { nil } }
 }

@@ -2,8 +2,8 @@ import NavigationCore
 
 extension Screen where Subject == SettingsModel {
     static func settings() -> Screen<SettingsModel> {
-        Screen("settings", make: { SettingsModel() }, fields: [
-            .value("isOn", \.isOn, .bool, bindable: true),
-        ])
+        Screen("settings", make: { SettingsModel() }) {
+            Field("isOn", \.isOn, bindable: true)
+        }
     }
 }

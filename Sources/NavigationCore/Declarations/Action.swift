@@ -52,6 +52,49 @@ public struct Action<Subject>: Sendable {
         }
     }
 
+    /// A synchronous action with one typed argument, resolved before `body` runs: a wrong type, or
+    /// an id that names nothing in the current state, is refused and changes nothing.
+    public static func sync<Value>(
+        _ name: String,
+        _ argument: Argument<Value>,
+        _ body: @escaping @Sendable (inout Subject, Value) -> Void
+    ) -> Action {
+        Action(name: name, parameters: [argument.parameter]) { subject, arguments throws(StateError) in
+            body(&subject, try argument.resolve(subject, arguments))
+            return nil
+        }
+    }
+
+    /// An action's one typed argument: its parameter, and how its JSON becomes the value the
+    /// action receives.
+    public struct Argument<Value>: Sendable {
+        let parameter: Parameter
+        let resolve: @Sendable (Subject, Arguments) throws(StateError) -> Value
+
+        /// The argument `name`, decoded with `codec`.
+        public static func value(_ name: String, _ codec: StateCodec<Value>) -> Argument {
+            Argument(parameter: Parameter(name, codec)) { _, arguments throws(StateError) in
+                try arguments.decode(name, codec)
+            }
+        }
+
+        /// The element of `elements` whose `id` the string argument `name` gives: a network
+        /// tapped in a list. An id that names none is refused with the argument's path.
+        public static func element(
+            _ name: String,
+            in elements: KeyPath<Subject, [Value]> & Sendable,
+            id: KeyPath<Value, String> & Sendable
+        ) -> Argument {
+            Argument(parameter: .string(name)) { subject, arguments throws(StateError) in
+                let wanted = try arguments.string(name)
+                guard let element = subject[keyPath: elements].first(where: { $0[keyPath: id] == wanted }) else {
+                    throw StateError(arguments.path(name), "no \(name) with id \"\(wanted)\" was found")
+                }
+                return element
+            }
+        }
+    }
+
     /// Validates the arguments against the declared parameters, then runs the action.
     func perform(on subject: inout Subject, arguments json: JSON?) throws(StateError) -> Effect? {
         let root = JSONPath("args")

@@ -37,26 +37,28 @@ public struct DestinationField<Owner, Value>: Sendable {
             extract: @escaping @Sendable (Value) -> Child?
         ) -> Case {
             Case(enumCase: EnumCase(name, screen.codec, embed: embed, extract: extract)) { slotName, keyPath in
-                .model(slotName, style: style, screen, anchor: anchor,
+                .model(slotName, style: style, screen, anchor: anchor, field: nil,
                        unwrap: { $0[keyPath: keyPath].flatMap(extract) }, dismiss: { $0[keyPath: keyPath] = nil })
             }
         }
 
         /// A case holding a plain value; a presented value reads and writes through its owner.
         ///
-        /// - Parameter identity: what makes it a different presentation (rule 1).
+        /// - Parameter identity: what makes it a different presentation (rule 1); by default the
+        ///   value itself.
         public static func value<Child>(
             _ name: String,
             style: PresentationStyle,
             _ screen: Screen<Child>,
             anchor: String? = nil,
-            identity: @escaping @Sendable (Child) -> Identity,
+            identity: (@Sendable (Child) -> Identity)? = nil,
             alert: (@Sendable (Owner, Child) -> AlertContent)? = nil,
             embed: @escaping @Sendable (Child) -> Value,
             extract: @escaping @Sendable (Value) -> Child?
         ) -> Case {
             Case(enumCase: EnumCase(name, screen.codec, embed: embed, extract: extract)) { slotName, keyPath in
-                .value(slotName, style: style, screen, anchor: anchor, identity: identity, alert: alert,
+                .value(slotName, style: style, screen, anchor: anchor, field: nil,
+                       identity: identity ?? screen.valueIdentity, alert: alert,
                        unwrap: { $0[keyPath: keyPath].flatMap(extract) },
                        embed: { $0[keyPath: keyPath] = embed($1) },
                        dismiss: { $0[keyPath: keyPath] = nil })

@@ -20,24 +20,32 @@ public struct Field<Subject>: Sendable {
     /// Puts back the default, for a replacing deep link that leaves the field out.
     let reset: @Sendable (inout Subject, Subject) -> Void
 
-    /// A field of the feature's own state.
-    public static func value<Value>(
+    /// A field of the feature's own state, coded by `codec`.
+    ///
+    /// - Parameter bindable: clients may write it through `PUT …/bindings/{name}`.
+    public init<Value>(
         _ name: String,
         _ keyPath: WritableKeyPath<Subject, Value> & Sendable,
         _ codec: StateCodec<Value>,
         bindable: Bool = false
-    ) -> Field {
-        Field(name: name, keyPath: keyPath, codec: codec, isBindable: bindable, holdsChildren: false)
+    ) {
+        self.init(name: name, keyPath: keyPath, codec: codec, isBindable: bindable, holdsChildren: false)
     }
 
-    /// A field whose value holds child features: an optional destination, an enum, a path.
-    public static func children<Value>(
+    /// A field of the feature's own state, coded as its type is (``StateValue``).
+    ///
+    /// - Parameter bindable: clients may write it through `PUT …/bindings/{name}`.
+    public init<Value: StateValue>(_ name: String, _ keyPath: WritableKeyPath<Subject, Value> & Sendable, bindable: Bool = false) {
+        self.init(name, keyPath, Value.stateCodec, bindable: bindable)
+    }
+
+    /// A field whose value holds child features: what a presentation or stack slot shows.
+    static func children<Value>(
         _ name: String,
         _ keyPath: WritableKeyPath<Subject, Value> & Sendable,
-        _ codec: StateCodec<Value>,
-        bindable: Bool = false
+        _ codec: StateCodec<Value>
     ) -> Field {
-        Field(name: name, keyPath: keyPath, codec: codec, isBindable: bindable, holdsChildren: true)
+        Field(name: name, keyPath: keyPath, codec: codec, isBindable: false, holdsChildren: true)
     }
 
     init(

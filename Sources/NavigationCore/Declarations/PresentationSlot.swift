@@ -1,7 +1,7 @@
 /// A place in a feature's state that, while it holds something, puts a child on screen in a
 /// given style: a Bool that is true, an optional that is non-nil, an enum in one of its cases.
 public struct PresentationSlot<Owner>: Sendable {
-    /// As clients see it: `destination.fact`, `forgetAlert`.
+    /// As clients see it: `destination.fact`, `forgetAlertIsPresented`.
     public let name: String
     /// How the child is presented.
     public let style: PresentationStyle
@@ -11,20 +11,89 @@ public struct PresentationSlot<Owner>: Sendable {
     public var feature: String { screen.name }
     /// The control a popover points at.
     public let anchor: String?
+    /// The state field it presents from, declared with it; nil where the slot is one case of
+    /// a field declared elsewhere (``DestinationField``).
+    let field: Field<Owner>?
     let current: @Sendable (Owner, Access<Owner>) -> PresentedChild?
     /// Writes `nil`/`false` back: what a user's dismissal does to the state.
     let dismiss: @Sendable (inout Owner) -> Void
 
-    /// A child model held in optional or enum state; identified by the object.
+    /// Shown while a Bool is true: an alert, a confirmation dialog, a placeholder screen. The Bool
+    /// is also the state field `name`.
+    ///
+    /// - Parameters:
+    ///   - bindable: clients may also write the Bool through `PUT …/bindings/{name}`.
+    ///   - alert: the content of an alert or dialog, from the owner's state.
+    public static func isPresented(
+        _ name: String,
+        style: PresentationStyle,
+        _ keyPath: WritableKeyPath<Owner, Bool> & Sendable,
+        screen: Screen<Presence>,
+        anchor: String? = nil,
+        bindable: Bool = false,
+        alert: (@Sendable (Owner) -> AlertContent)? = nil
+    ) -> PresentationSlot {
+        value(
+            name, style: style, screen, anchor: anchor, field: Field(name, keyPath, .bool, bindable: bindable),
+            identity: { _ in .presence },
+            alert: alert.map { content in { owner, _ in content(owner) } },
+            unwrap: { $0[keyPath: keyPath] ? Presence() : nil },
+            embed: { _, _ in },
+            dismiss: { $0[keyPath: keyPath] = false }
+        )
+    }
+
+    /// Shown while an optional value is non-nil, written back through the optional, which is
+    /// also the state field `name`.
+    ///
+    /// - Parameters:
+    ///   - stored: how the owner's state codes the value, where not as the screen's state (a
+    ///     text edited in a sheet is a string in its owner and `{"text": …}` on its own screen).
+    ///   - identity: what makes it a different presentation (rule 1); by default the value itself.
+    public static func item<Child>(
+        _ name: String,
+        style: PresentationStyle,
+        _ keyPath: WritableKeyPath<Owner, Child?> & Sendable,
+        screen: Screen<Child>,
+        anchor: String? = nil,
+        stored: StateCodec<Child>? = nil,
+        identity: (@Sendable (Child) -> Identity)? = nil,
+        alert: (@Sendable (Owner, Child) -> AlertContent)? = nil
+    ) -> PresentationSlot {
+        value(
+            name, style: style, screen, anchor: anchor,
+            field: .children(name, keyPath, .optional(stored ?? screen.codec)),
+            identity: identity ?? screen.valueIdentity, alert: alert,
+            unwrap: { $0[keyPath: keyPath] },
+            embed: { $0[keyPath: keyPath] = $1 },
+            dismiss: { $0[keyPath: keyPath] = nil }
+        )
+    }
+
+    /// Shown while an optional child model is non-nil; identified by the object. The optional
+    /// is also the state field `name`.
     public static func model<Child: AnyObject>(
         _ name: String,
         style: PresentationStyle,
+        _ keyPath: WritableKeyPath<Owner, Child?> & Sendable,
+        screen: Screen<Child>,
+        anchor: String? = nil
+    ) -> PresentationSlot {
+        model(name, style: style, screen, anchor: anchor, field: .children(name, keyPath, .optional(screen.codec)),
+              unwrap: { $0[keyPath: keyPath] }, dismiss: { $0[keyPath: keyPath] = nil })
+    }
+
+    /// A child model held in optional or enum state; identified by the object.
+    static func model<Child: AnyObject>(
+        _ name: String,
+        style: PresentationStyle,
         _ screen: Screen<Child>,
-        anchor: String? = nil,
+        anchor: String?,
+        field: Field<Owner>?,
         unwrap: @escaping @Sendable (Owner) -> Child?,
         dismiss: @escaping @Sendable (inout Owner) -> Void
     ) -> PresentationSlot {
-        PresentationSlot(name: name, style: style, screen: screen, anchor: anchor, current: { owner, _ in
+        PresentationSlot(name: name, style: style, screen: screen, anchor: anchor, field: field, current: { owner, _ in
             guard let child = unwrap(owner) else { return nil }
             return PresentedChild(identity: .object(ObjectIdentifier(child)), alert: nil) {
                 LiveFeature(screen, access: .model(child))
@@ -34,18 +103,19 @@ public struct PresentationSlot<Owner>: Sendable {
 
     /// A child value held in the owner's state. The child reads and writes through its owner, so a
     /// binding on the presented feature edits the owner's state directly.
-    public static func value<Child>(
+    static func value<Child>(
         _ name: String,
         style: PresentationStyle,
         _ screen: Screen<Child>,
-        anchor: String? = nil,
+        anchor: String?,
+        field: Field<Owner>?,
         identity: @escaping @Sendable (Child) -> Identity,
-        alert: (@Sendable (Owner, Child) -> AlertContent)? = nil,
+        alert: (@Sendable (Owner, Child) -> AlertContent)?,
         unwrap: @escaping @Sendable (Owner) -> Child?,
         embed: @escaping @Sendable (inout Owner, Child) -> Void,
         dismiss: @escaping @Sendable (inout Owner) -> Void
     ) -> PresentationSlot {
-        PresentationSlot(name: name, style: style, screen: screen, anchor: anchor, current: { owner, ownerAccess in
+        PresentationSlot(name: name, style: style, screen: screen, anchor: anchor, field: field, current: { owner, ownerAccess in
             guard let child = unwrap(owner) else { return nil }
             return PresentedChild(identity: identity(child), alert: alert?(owner, child)) {
                 LiveFeature(screen, access: Access(
@@ -55,41 +125,13 @@ public struct PresentationSlot<Owner>: Sendable {
             }
         }, dismiss: dismiss)
     }
+}
 
-    /// Shown while a Bool is true: an alert, a confirmation dialog, a placeholder screen.
-    public static func isPresented(
-        _ name: String,
-        style: PresentationStyle,
-        _ keyPath: WritableKeyPath<Owner, Bool> & Sendable,
-        screen: Screen<Presence>,
-        anchor: String? = nil,
-        alert: (@Sendable (Owner) -> AlertContent)? = nil
-    ) -> PresentationSlot {
-        value(
-            name, style: style, screen, anchor: anchor, identity: { _ in .presence },
-            alert: alert.map { content in { owner, _ in content(owner) } },
-            unwrap: { $0[keyPath: keyPath] ? Presence() : nil },
-            embed: { _, _ in },
-            dismiss: { $0[keyPath: keyPath] = false }
-        )
-    }
-
-    /// Shown while an optional item is non-nil, written back through the optional.
-    public static func item<Child>(
-        _ name: String,
-        style: PresentationStyle,
-        _ keyPath: WritableKeyPath<Owner, Child?> & Sendable,
-        screen: Screen<Child>,
-        anchor: String? = nil,
-        identity: @escaping @Sendable (Child) -> Identity,
-        alert: (@Sendable (Owner, Child) -> AlertContent)? = nil
-    ) -> PresentationSlot {
-        value(
-            name, style: style, screen, anchor: anchor, identity: identity, alert: alert,
-            unwrap: { $0[keyPath: keyPath] },
-            embed: { $0[keyPath: keyPath] = $1 },
-            dismiss: { $0[keyPath: keyPath] = nil }
-        )
+extension Screen {
+    /// A presented value is the same presentation while its state is the same (rule 1).
+    var valueIdentity: @Sendable (Subject) -> Identity {
+        let codec = codec
+        return { .value(codec.encode($0)) }
     }
 }
 

@@ -12,10 +12,36 @@ public final class Screen<Subject>: Sendable {
     /// Its declarations.
     nonisolated(unsafe) public private(set) var body: ScreenBody<Subject>
 
+    /// A screen from its declarations, written in a ``ScreenBuilder`` block in the order the
+    /// state encodes its fields.
+    ///
     /// - Parameters:
     ///   - make: a feature in its default state; a partial deep link starts from it.
-    ///   - body: the declarations; receives the screen itself for recursive children.
-    public init(
+    ///   - body: its fields, actions, presentation and stack slots, and at most one ``Settle``.
+    public convenience init(
+        _ name: String,
+        make: @escaping @Sendable () -> Subject,
+        @ScreenBuilder<Subject> body: () -> ScreenBody<Subject>
+    ) {
+        let declarations = body()
+        self.init(name, make: make) { _ in declarations }
+    }
+
+    /// A screen with no state or actions of its own: an alert, a dialog, a placeholder page.
+    public convenience init(_ name: String, make: @escaping @Sendable () -> Subject) {
+        self.init(name, make: make) { _ in ScreenBody() }
+    }
+
+    /// A screen that presents its own kind: `body` receives the screen being declared.
+    public static func recursive(
+        _ name: String,
+        make: @escaping @Sendable () -> Subject,
+        @ScreenBuilder<Subject> body: (Screen<Subject>) -> ScreenBody<Subject>
+    ) -> Screen<Subject> {
+        Screen(name, make: make, body: body)
+    }
+
+    init(
         _ name: String,
         make: @escaping @Sendable () -> Subject,
         body: (Screen<Subject>) -> ScreenBody<Subject>
@@ -24,22 +50,6 @@ public final class Screen<Subject>: Sendable {
         self.make = make
         self.body = ScreenBody()
         self.body = body(self)
-    }
-
-    /// A screen from its declarations: its fields, actions, presentation and stack slots, and
-    /// what a restored session does about the effects that were running (`settle`).
-    public convenience init(
-        _ name: String,
-        make: @escaping @Sendable () -> Subject,
-        fields: [Field<Subject>] = [],
-        actions: [Action<Subject>] = [],
-        presentations: [PresentationSlot<Subject>] = [],
-        stacks: [StackSlot<Subject>] = [],
-        settle: (@Sendable (inout Subject) -> Effect?)? = nil
-    ) {
-        self.init(name, make: make) { _ in
-            ScreenBody(fields: fields, actions: actions, presentations: presentations, stacks: stacks, settle: settle)
-        }
     }
 
     /// The feature's full state, children included; missing fields take their defaults.
@@ -79,38 +89,33 @@ public final class Screen<Subject>: Sendable {
     }
 }
 
-/// The declarations a screen is made of.
+/// The declarations a screen is made of, gathered by ``ScreenBuilder``.
 public struct ScreenBody<Subject>: Sendable {
     /// The state's fields, in the order the state encodes them.
-    public var fields: [Field<Subject>]
+    public internal(set) var fields: [Field<Subject>] = []
     /// What its controls send.
-    public var actions: [Action<Subject>]
+    public internal(set) var actions: [Action<Subject>] = []
     /// Where it presents children, and how.
-    public var presentations: [PresentationSlot<Subject>]
+    public internal(set) var presentations: [PresentationSlot<Subject>] = []
     /// Its navigation stacks.
-    public var stacks: [StackSlot<Subject>]
-    /// What a session restored after a restart does about the effects that were running: they
-    /// did not survive the process. It runs on every feature on screen. Work that is over
-    /// leaves its state as a cancellation would (a loading flag lowered, returning nil); work
-    /// that must go on returns the effect that continues it (a timer re-armed with the time
-    /// it had left).
-    public var settle: (@Sendable (inout Subject) -> Effect?)?
+    public internal(set) var stacks: [StackSlot<Subject>] = []
+    /// What a session restored after a restart does about the effects that were running.
+    var settle: Settle<Subject>?
     /// Codes the whole value at once where field by field would repeat the work (`Screen.value`).
     var wholeValue: WholeValueCoding<Subject>?
 
-    /// Declarations, each list empty unless given.
-    public init(
-        fields: [Field<Subject>] = [],
-        actions: [Action<Subject>] = [],
-        presentations: [PresentationSlot<Subject>] = [],
-        stacks: [StackSlot<Subject>] = [],
-        settle: (@Sendable (inout Subject) -> Effect?)? = nil
-    ) {
-        self.fields = fields
-        self.actions = actions
-        self.presentations = presentations
-        self.stacks = stacks
-        self.settle = settle
+    init() {}
+
+    /// Appends `other`'s declarations after these.
+    mutating func append(_ other: ScreenBody) {
+        fields += other.fields
+        actions += other.actions
+        presentations += other.presentations
+        stacks += other.stacks
+        if let settle = other.settle {
+            precondition(self.settle == nil, "a screen settles in one place: declare one Settle")
+            self.settle = settle
+        }
     }
 }
 

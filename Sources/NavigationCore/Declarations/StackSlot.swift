@@ -13,18 +13,21 @@ public struct StackSlot<Owner>: Sendable {
     public let accepts: [String]
     /// The screens its elements can show, so the catalog can be derived by walking the declarations.
     public let screens: [any DescribableScreen]
+    /// The state field holding the path, declared with it.
+    let field: Field<Owner>
     let contents: @Sendable (Owner) -> StackContents
     let truncate: @Sendable (inout Owner, Int) -> Void
     /// Appends `value` if it is of a kind this stack holds; `false` if it is not.
     let push: @Sendable (inout Owner, JSON, JSONPath) throws(StateError) -> Bool
 
     /// A path of elements that each hold a model, as `[Path]` with `Path.counter(CounterModel)`.
+    /// The path is also the state field `name`, coded as an array of `codec`.
     ///
     /// - Parameter edit: gives in-place access to the path (`{ model, body in body(&model.path) }`).
     ///   Writing through a key path would copy an observable array on every push.
     public static func path<Element>(
         _ name: String,
-        _ keyPath: KeyPath<Owner, [Element]> & Sendable,
+        _ keyPath: WritableKeyPath<Owner, [Element]> & Sendable,
         edit: @escaping @Sendable (inout Owner, (inout [Element]) -> Void) -> Void,
         accepts cases: [String],
         screens: [any DescribableScreen],
@@ -35,6 +38,7 @@ public struct StackSlot<Owner>: Sendable {
             name: name,
             accepts: cases,
             screens: screens,
+            field: .children(name, keyPath, .array(codec)),
             contents: { owner in
                 let elements = owner[keyPath: keyPath]
                 return StackContents(

@@ -35,7 +35,8 @@ extension Screen where Subject: Codable & Sendable {
                 return subject
             })
         return Screen(name, make: make) { _ in
-            var body = ScreenBody(fields: fields)
+            var body = ScreenBody<Subject>()
+            body.fields = fields
             body.wholeValue = whole
             return body
         }

@@ -71,7 +71,7 @@ final class LiveFeature<Subject>: AnyLiveFeature {
 
     func settle() -> Effect? {
         guard let settle = screen.body.settle else { return nil }
-        return access.modify { subject in settle(&subject) } ?? nil
+        return access.modify { subject in settle.run(&subject) } ?? nil
     }
 
     func perform(_ name: String, arguments: JSON?) throws(NavigationError) -> Effect? {
