@@ -1,0 +1,108 @@
+@testable import NavigationCore
+import Observation
+import Testing
+
+private struct Book: Codable, Equatable, Sendable {
+    var id: String
+    var title: String
+}
+
+@Observable private final class Shelf {
+    var books: [Book] = []
+    var label = ""
+    var isHelpShown = false
+    var picked: Book?
+    var isBusy = false
+}
+
+/// A screen declared in a `ScreenBuilder` block: the order of its state is the order of the block,
+/// a slot declares the field that drives it, an element argument resolves before its action
+/// runs, and `Settle.lowering` lowers only a raised flag.
+@Suite struct ScreenBuilderTests {
+    private static let book = Screen<Book>.value("book") { Book(id: "", title: "") }
+
+    private static func shelf(withHelp: Bool = true) -> Screen<Shelf> {
+        Screen("shelf", make: { Shelf() }) {
+            Field("books", \.books, .array(book.codec))
+            for name in ["label"] {
+                Field(name, \.label, bindable: true)
+            }
+            if withHelp {
+                PresentationSlot.isPresented("isHelpShown", style: .sheet, \.isHelpShown, screen: Screen("help", make: { Presence() }),
+                                             bindable: true)
+            }
+            PresentationSlot.item("picked", style: .sheet, \.picked, screen: book)
+            Field("isBusy", \.isBusy)
+            Action.sync("bookTapped", .element("book", in: \.books, id: \.id)) { $0.picked = $1 }
+            Action.sync("busy") { $0.isBusy = true }
+            Settle.lowering(\.isBusy)
+        }
+    }
+
+    private func session(_ state: String) throws -> NavigationSession {
+        try FeatureCatalog(hosting: [.init(Self.shelf())]).makeSession(feature: "shelf", state: try JSONParser.parse(state))
+    }
+
+    @Test func theStateFollowsTheBlockAndEachSlotDeclaresItsField() {
+        let body = Self.shelf().body
+        #expect(body.fields.map(\.name) == ["books", "label", "isHelpShown", "picked", "isBusy"])
+        #expect(body.fields.filter(\.isBindable).map(\.name) == ["label", "isHelpShown"])
+        #expect(body.fields.filter(\.holdsChildren).map(\.name) == ["picked"], "a Bool's field is the feature's own state")
+        #expect(body.presentations.map(\.name) == ["isHelpShown", "picked"])
+        #expect(body.actions.map(\.name) == ["bookTapped", "busy"])
+        #expect(Self.shelf(withHelp: false).body.fields.map(\.name) == ["books", "label", "picked", "isBusy"])
+    }
+
+    @Test func anElementArgumentHandsTheActionTheElementItNames() async throws {
+        let session = try session(#"{"books":[{"id":"a","title":"A"},{"id":"b","title":"B"}]}"#)
+        let picked = try await session.run { session throws(NavigationError) in
+            _ = try session.perform(target: "root", action: "bookTapped", arguments: try? JSONParser.parse(#"{"book":"b"}"#))
+            return session.describe().state["picked"]
+        }
+        #expect(picked == (try JSONParser.parse(#"{"id":"b","title":"B"}"#)))
+    }
+
+    @Test func anElementArgumentThatNamesNothingIsRefusedAndChangesNothing() async throws {
+        let session = try session(#"{"books":[{"id":"a","title":"A"}]}"#)
+        let (error, version) = try await session.run { session throws(NavigationError) in
+            var error: NavigationError?
+            do throws(NavigationError) {
+                _ = try session.perform(target: "root", action: "bookTapped", arguments: try? JSONParser.parse(#"{"book":"zz"}"#))
+            } catch let refused {
+                error = refused
+            }
+            return (error, session.describe().version)
+        }
+        #expect(error == .invalidArgument(StateError(JSONPath("args").appending("book"), #"no book with id "zz" was found"#)))
+        #expect(version == 0)
+    }
+
+    /// Rule 1 for a value without a declared identity: the same value stays the same presentation,
+    /// another value is another presentation.
+    @Test func aValueItemIsTheSamePresentationWhileItsValueIsTheSame() async throws {
+        let session = try session(#"{"books":[{"id":"a","title":"A"},{"id":"b","title":"B"}]}"#)
+        let ids = try await session.run { session throws(NavigationError) in
+            var ids: [String?] = []
+            for book in ["a", "a", "b"] {
+                _ = try session.perform(target: "root", action: "bookTapped", arguments: try? JSONParser.parse(#"{"book":"\#(book)"}"#))
+                ids.append(session.navigation()["presentations"]?.arrayValue?.first?["id"]?.stringValue)
+            }
+            return ids
+        }
+        #expect(ids[0] != nil)
+        #expect(ids[1] == ids[0])
+        #expect(ids[2] != nil && ids[2] != ids[0])
+    }
+
+    @Test func settleLoweringLowersARaisedFlagAndLeavesAnIdleFeatureUnchanged() async throws {
+        let idle = try session("{}")
+        let unchanged = try await idle.run { session throws(NavigationError) in try session.settleEffects().version }
+        #expect(unchanged == 0)
+        let busy = try session(#"{"isBusy":true}"#)
+        let lowered = try await busy.run { session throws(NavigationError) in
+            _ = try session.settleEffects()
+            return session.describe().state["isBusy"]
+        }
+        #expect(lowered == .bool(false))
+    }
+}
