@@ -7,12 +7,21 @@ private struct Book: Codable, Equatable, Sendable {
     var title: String
 }
 
+private struct Label: Codable, Equatable, Sendable {
+    var text: String
+}
+
+@Observable private final class Note {
+    var text = ""
+}
+
 @Observable private final class Shelf {
     var books: [Book] = []
     var label = ""
     var isHelpShown = false
     var picked: Book?
     var isBusy = false
+    var note: Note?
 }
 
 /// A screen declared in a `ScreenBuilder` block: the order of its state is the order of the block,
@@ -33,6 +42,9 @@ private struct Book: Codable, Equatable, Sendable {
             }
             PresentationSlot.item("picked", style: .sheet, \.picked, screen: book)
             Field("isBusy", \.isBusy)
+            PresentationSlot.item("note", style: .sheet, \.note, screen: Screen("note", make: { Note() }) {
+                Field("text", \.text, bindable: true)
+            })
             Action.sync("bookTapped", .element("book", in: \.books, id: \.id)) { $0.picked = $1 }
             Action.sync("busy") { $0.isBusy = true }
             Settle.lowering(\.isBusy)
@@ -45,12 +57,12 @@ private struct Book: Codable, Equatable, Sendable {
 
     @Test func theStateFollowsTheBlockAndEachSlotDeclaresItsField() {
         let body = Self.shelf().body
-        #expect(body.fields.map(\.name) == ["books", "label", "isHelpShown", "picked", "isBusy"])
+        #expect(body.fields.map(\.name) == ["books", "label", "isHelpShown", "picked", "isBusy", "note"])
         #expect(body.fields.filter(\.isBindable).map(\.name) == ["label", "isHelpShown"])
-        #expect(body.fields.filter(\.holdsChildren).map(\.name) == ["picked"], "a Bool's field is the feature's own state")
-        #expect(body.presentations.map(\.name) == ["isHelpShown", "picked"])
+        #expect(body.fields.filter(\.holdsChildren).map(\.name) == ["picked", "note"], "a Bool's field is the feature's own state")
+        #expect(body.presentations.map(\.name) == ["isHelpShown", "picked", "note"])
         #expect(body.actions.map(\.name) == ["bookTapped", "busy"])
-        #expect(Self.shelf(withHelp: false).body.fields.map(\.name) == ["books", "label", "picked", "isBusy"])
+        #expect(Self.shelf(withHelp: false).body.fields.map(\.name) == ["books", "label", "picked", "isBusy", "note"])
     }
 
     @Test func anElementArgumentHandsTheActionTheElementItNames() async throws {
@@ -77,21 +89,62 @@ private struct Book: Codable, Equatable, Sendable {
         #expect(version == 0)
     }
 
-    /// Rule 1 for a value without a declared identity: the same value stays the same presentation,
-    /// another value is another presentation.
-    @Test func aValueItemIsTheSamePresentationWhileItsValueIsTheSame() async throws {
+    private static func presentation(_ slot: String, _ session: isolated NavigationSession) -> String? {
+        session.navigation()["presentations"]?.arrayValue?.first { $0["slot"]?.stringValue == slot }?["id"]?.stringValue
+    }
+
+    /// Rule 1 for a value without a declared identity: its `id` when it has one. The same book
+    /// stays the same presentation, retitled or not; another book is another presentation.
+    @Test func aValueItemIsKeyedByItsIDWhenItDeclaresNoIdentity() async throws {
         let session = try session(#"{"books":[{"id":"a","title":"A"},{"id":"b","title":"B"}]}"#)
+        let retitled = try JSONParser.parse(#"{"books":[{"id":"b","title":"B"}],"picked":{"id":"b","title":"Retitled"}}"#)
         let ids = try await session.run { session throws(NavigationError) in
             var ids: [String?] = []
             for book in ["a", "a", "b"] {
                 _ = try session.perform(target: "root", action: "bookTapped", arguments: try? JSONParser.parse(#"{"book":"\#(book)"}"#))
-                ids.append(session.navigation()["presentations"]?.arrayValue?.first?["id"]?.stringValue)
+                ids.append(Self.presentation("picked", session))
             }
+            _ = try session.replaceState(retitled)
+            ids.append(Self.presentation("picked", session))
             return ids
         }
         #expect(ids[0] != nil)
         #expect(ids[1] == ids[0])
         #expect(ids[2] != nil && ids[2] != ids[0])
+        #expect(ids[3] == ids[2], "a changed title with the same id is the same presentation")
+    }
+
+    /// A value without an `id` is keyed by all of itself; a model by its object, so typing into a
+    /// presented model's binding never dismisses and re-presents it.
+    @Test func withoutAnIDAValueIsItselfAndAModelIsItsObject() async throws {
+        let identity = Screen<Label>.value("label") { Label(text: "") }.defaultIdentity
+        #expect(identity(Label(text: "a")) == identity(Label(text: "a")))
+        #expect(identity(Label(text: "a")) != identity(Label(text: "b")))
+        let session = try session(#"{"note":{"text":""}}"#)
+        let (before, after) = try await session.run { session throws(NavigationError) in
+            let before = Self.presentation("note", session)
+            _ = try session.bind(target: before ?? "?", field: "text", value: .string("h"))
+            return (before, Self.presentation("note", session))
+        }
+        #expect(before != nil)
+        #expect(after == before)
+    }
+
+    /// Two declarations of one name would put a key in the state twice, or make an action or
+    /// slot unreachable: the screen refuses them when it is built.
+    @Test func aNameDeclaredTwiceStopsTheScreenBeingBuilt() async {
+        await #expect(processExitsWith: .failure) {
+            _ = Screen<Shelf>("twice", make: { Shelf() }) {
+                Field("isBusy", \.isBusy)
+                PresentationSlot.isPresented("isBusy", style: .alert, \.isBusy, screen: Screen("alert", make: { Presence() }))
+            }
+        }
+        await #expect(processExitsWith: .failure) {
+            _ = Screen<Shelf>("twice", make: { Shelf() }) {
+                Action.sync("busy") { $0.isBusy = true }
+                Action.sync("busy") { $0.isBusy = false }
+            }
+        }
     }
 
     @Test func settleLoweringLowersARaisedFlagAndLeavesAnIdleFeatureUnchanged() async throws {

@@ -18,14 +18,13 @@ extension Screen where Subject == GalleryModel {
                                              screen: style.asksUser ? .alert : .page, anchor: style.anchor, bindable: true,
                                              alert: style.boolAlert)
                 PresentationSlot.item("\(style.rawValue)Item", style: style.presentation, \.items[style], screen: item,
-                                      anchor: style.anchor, identity: { .id($0.id) },
-                                      alert: style.itemAlert)
+                                      anchor: style.anchor, alert: style.itemAlert)
             }
             DestinationField("destination", \.destination, [
-                .value("alert", style: .alert, item, identity: { .id($0.id) },
+                .value("alert", style: .alert, item,
                        alert: { _, item in GalleryStyle.alert.content(title: item.title) },
                        embed: { .alert($0) }, extract: { if case .alert(let item) = $0 { item } else { nil } }),
-                .value("confirmationDialog", style: .confirmationDialog, item, identity: { .id($0.id) },
+                .value("confirmationDialog", style: .confirmationDialog, item,
                        alert: { _, item in GalleryStyle.confirmationDialog.content(title: item.title) },
                        embed: { .confirmationDialog($0) }, extract: { if case .confirmationDialog(let item) = $0 { item } else { nil } }),
                 .model("sheet", style: .sheet, counter,
@@ -40,8 +39,8 @@ extension Screen where Subject == GalleryModel {
             PresentationSlot.model("nested", style: .sheet, \.nested, screen: .nested())
             // Presented by unwrapping the optional: edits write straight back into it, so the
             // sheet stays the same sheet while its text changes.
-            PresentationSlot.item("text", style: .sheet, \.text, screen: textEditor, stored: .string, identity: { _ in .presence })
-            PresentationSlot.item("timedAlert", style: .alert, \.timedAlert, screen: timedAlert, identity: { .value(.int($0.id)) },
+            PresentationSlot.item("text", style: .sheet, \.text, screen: textEditor, ownerCodec: .string, identity: { _ in .presence })
+            PresentationSlot.item("timedAlert", style: .alert, \.timedAlert, screen: timedAlert,
                                   alert: { _, _ in AlertContent(title: "This alert dismisses itself", buttons: [.ok]) })
             Action.sync("isPresentedButtonTapped", styleArgument) { $0.isPresentedButtonTapped($1) }
             Action.sync("itemButtonTapped", styleArgument) { $0.itemButtonTapped($1) }

@@ -16,15 +16,8 @@ public struct Action<Subject>: Sendable {
         public var typeName: String { schema.typeName }
         let validate: @Sendable (JSON, JSONPath) throws(StateError) -> Void
 
-        /// A string argument.
-        public static func string(_ name: String) -> Parameter { Parameter(name, .string) }
-        /// An integer argument.
-        public static func int(_ name: String) -> Parameter { Parameter(name, .int) }
-        /// A boolean argument.
-        public static func bool(_ name: String) -> Parameter { Parameter(name, .bool) }
-
         /// An argument of any codec's type, decoded and checked before the action runs.
-        public init<Value>(_ name: String, _ codec: StateCodec<Value>) {
+        init<Value>(_ name: String, _ codec: StateCodec<Value>) {
             self.name = name
             self.schema = codec.schema
             self.validate = { json, path throws(StateError) in _ = try codec.decode(json, path, nil) }
@@ -35,19 +28,6 @@ public struct Action<Subject>: Sendable {
     public static func sync(_ name: String, _ body: @escaping @Sendable (inout Subject) -> Void) -> Action {
         Action(name: name, parameters: []) { subject, _ throws(StateError) in
             body(&subject)
-            return nil
-        }
-    }
-
-    /// A synchronous action with typed arguments. `body` may throw to reject an argument that
-    /// is well-typed but wrong for the current state, and must do so before changing anything.
-    public static func sync(
-        _ name: String,
-        _ parameters: [Parameter],
-        _ body: @escaping @Sendable (inout Subject, Arguments) throws(StateError) -> Void
-    ) -> Action {
-        Action(name: name, parameters: parameters) { subject, arguments throws(StateError) in
-            try body(&subject, arguments)
             return nil
         }
     }
@@ -71,7 +51,8 @@ public struct Action<Subject>: Sendable {
         let parameter: Parameter
         let resolve: @Sendable (Subject, Arguments) throws(StateError) -> Value
 
-        /// The argument `name`, decoded with `codec`.
+        /// The argument `name`, decoded with `codec`. Several values travel as one argument whose
+        /// codec is a `Codable` value's (`Screen.value(…).codec`).
         public static func value(_ name: String, _ codec: StateCodec<Value>) -> Argument {
             Argument(parameter: Parameter(name, codec)) { _, arguments throws(StateError) in
                 try arguments.decode(name, codec)
@@ -85,7 +66,7 @@ public struct Action<Subject>: Sendable {
             in elements: KeyPath<Subject, [Value]> & Sendable,
             id: KeyPath<Value, String> & Sendable
         ) -> Argument {
-            Argument(parameter: .string(name)) { subject, arguments throws(StateError) in
+            Argument(parameter: Parameter(name, .string)) { subject, arguments throws(StateError) in
                 let wanted = try arguments.string(name)
                 guard let element = subject[keyPath: elements].first(where: { $0[keyPath: id] == wanted }) else {
                     throw StateError(arguments.path(name), "no \(name) with id \"\(wanted)\" was found")
@@ -130,20 +111,20 @@ extension Action where Subject: AnyObject {
 }
 
 /// The arguments of an action, already checked against its parameters.
-public struct Arguments: Sendable {
+struct Arguments: Sendable {
     let object: JSONObject
     let root: JSONPath
 
     /// The argument `name`, decoded with `codec`.
-    public func decode<Value>(_ name: String, _ codec: StateCodec<Value>) throws(StateError) -> Value {
+    func decode<Value>(_ name: String, _ codec: StateCodec<Value>) throws(StateError) -> Value {
         try codec.decode(object[name] ?? .null, path(name), nil)
     }
 
     /// The string argument `name`.
-    public func string(_ name: String) throws(StateError) -> String { try decode(name, .string) }
+    func string(_ name: String) throws(StateError) -> String { try decode(name, .string) }
 
     /// The path of an argument, for rejecting a value that does not fit the current state.
-    public func path(_ name: String) -> JSONPath { root.appending(name) }
+    func path(_ name: String) -> JSONPath { root.appending(name) }
 }
 
 /// Asynchronous work an action started, run on its session's executor.

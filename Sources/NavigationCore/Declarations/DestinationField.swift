@@ -4,10 +4,10 @@
 ///
 /// Slots are named `<field>.<case>` (`destination.fact`), the contract's spelling.
 public struct DestinationField<Owner, Value>: Sendable {
-    /// The state field, holding children.
-    public let field: Field<Owner>
+    /// The state field, holding children. A `ScreenBuilder` block declares it with the slots.
+    let field: Field<Owner>
     /// One slot per case.
-    public let slots: [PresentationSlot<Owner>]
+    let slots: [PresentationSlot<Owner>]
 
     /// - Parameters:
     ///   - name: the field's name, `destination`.
@@ -44,8 +44,8 @@ public struct DestinationField<Owner, Value>: Sendable {
 
         /// A case holding a plain value; a presented value reads and writes through its owner.
         ///
-        /// - Parameter identity: what makes it a different presentation (rule 1); by default the
-        ///   value itself.
+        /// - Parameter identity: what makes it a different presentation; by default rule 1's: the
+        ///   value's `id` when its state has one, else the value itself.
         public static func value<Child>(
             _ name: String,
             style: PresentationStyle,
@@ -58,7 +58,7 @@ public struct DestinationField<Owner, Value>: Sendable {
         ) -> Case {
             Case(enumCase: EnumCase(name, screen.codec, embed: embed, extract: extract)) { slotName, keyPath in
                 .value(slotName, style: style, screen, anchor: anchor, field: nil,
-                       identity: identity ?? screen.valueIdentity, alert: alert,
+                       identity: identity ?? screen.defaultIdentity, alert: alert,
                        unwrap: { $0[keyPath: keyPath].flatMap(extract) },
                        embed: { $0[keyPath: keyPath] = embed($1) },
                        dismiss: { $0[keyPath: keyPath] = nil })

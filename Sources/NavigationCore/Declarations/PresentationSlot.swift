@@ -47,23 +47,24 @@ public struct PresentationSlot<Owner>: Sendable {
     /// also the state field `name`.
     ///
     /// - Parameters:
-    ///   - stored: how the owner's state codes the value, where not as the screen's state (a
+    ///   - ownerCodec: how the owner's state codes the value, where not as the screen's state (a
     ///     text edited in a sheet is a string in its owner and `{"text": …}` on its own screen).
-    ///   - identity: what makes it a different presentation (rule 1); by default the value itself.
+    ///   - identity: what makes it a different presentation; by default rule 1's: a model's
+    ///     object, a value's `id`, else the value itself.
     public static func item<Child>(
         _ name: String,
         style: PresentationStyle,
         _ keyPath: WritableKeyPath<Owner, Child?> & Sendable,
         screen: Screen<Child>,
         anchor: String? = nil,
-        stored: StateCodec<Child>? = nil,
+        ownerCodec: StateCodec<Child>? = nil,
         identity: (@Sendable (Child) -> Identity)? = nil,
         alert: (@Sendable (Owner, Child) -> AlertContent)? = nil
     ) -> PresentationSlot {
         value(
             name, style: style, screen, anchor: anchor,
-            field: .children(name, keyPath, .optional(stored ?? screen.codec)),
-            identity: identity ?? screen.valueIdentity, alert: alert,
+            field: .children(name, keyPath, .optional(ownerCodec ?? screen.codec)),
+            identity: identity ?? screen.defaultIdentity, alert: alert,
             unwrap: { $0[keyPath: keyPath] },
             embed: { $0[keyPath: keyPath] = $1 },
             dismiss: { $0[keyPath: keyPath] = nil }
@@ -128,10 +129,18 @@ public struct PresentationSlot<Owner>: Sendable {
 }
 
 extension Screen {
-    /// A presented value is the same presentation while its state is the same (rule 1).
-    var valueIdentity: @Sendable (Subject) -> Identity {
+    /// Rule 1 for a presentation that declares no identity: a model is its object; a value is its
+    /// `id` when its state has one, else the whole value.
+    var defaultIdentity: @Sendable (Subject) -> Identity {
+        if Subject.self is AnyClass {
+            return { .object(ObjectIdentifier($0 as AnyObject)) }
+        }
         let codec = codec
-        return { .value(codec.encode($0)) }
+        return { child in
+            let state = codec.encode(child)
+            if case .object(let fields) = state, let id = fields["id"] { return .value(id) }
+            return .value(state)
+        }
     }
 }
 

@@ -50,6 +50,10 @@ public final class Screen<Subject>: Sendable {
         self.make = make
         self.body = ScreenBody()
         self.body = body(self)
+        if let repeated = self.body.repeatedName {
+            // A declaration, not input: two fields of one name would make a state with the key twice.
+            preconditionFailure("screen \(name): \(repeated) is declared twice")
+        }
     }
 
     /// The feature's full state, children included; missing fields take their defaults.
@@ -105,6 +109,18 @@ public struct ScreenBody<Subject>: Sendable {
     var wholeValue: WholeValueCoding<Subject>?
 
     init() {}
+
+    /// A field, action or slot name used twice, which the wire could not tell apart.
+    var repeatedName: String? {
+        func repeated(_ names: [String]) -> String? {
+            var seen = Set<String>()
+            return names.first { !seen.insert($0).inserted }
+        }
+        if let field = repeated(fields.map(\.name)) { return "the state field \"\(field)\"" }
+        if let action = repeated(actions.map(\.name)) { return "the action \"\(action)\"" }
+        if let slot = repeated(presentations.map(\.name) + stacks.map(\.name)) { return "the slot \"\(slot)\"" }
+        return nil
+    }
 
     /// Appends `other`'s declarations after these.
     mutating func append(_ other: ScreenBody) {
