@@ -6,11 +6,16 @@ public enum TokenHash {
     /// A SHA-256 digest's length.
     public static let byteCount = 32
 
+    /// SHA-256, fetched from OpenSSL's provider once: `EVP_sha256()` makes every digest look the
+    /// implementation up again, which cost more than the hashing (a token is checked on every
+    /// request). A fetched algorithm is immutable and safe to share between threads.
+    nonisolated(unsafe) private static let algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+
     public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         let succeeded = bytes.withUnsafeBytes { input in
-            EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha256(), nil)
+            EVP_Digest(input.baseAddress, input.count, &digest, &length, algorithm ?? EVP_sha256(), nil)
         }
         // EVP_Digest fails only when memory runs out; a hash that matches nothing is the safe answer.
         guard succeeded == 1 else { return [] }
