@@ -136,28 +136,54 @@ extension EventLoop {
     /// large body cannot hold the loop.
     static let writeBudget = 256 * 1024
 
-    /// Writes the output queue, within the write budget; false if the connection was closed.
-    private func writeQueued(_ connection: Connection) -> Bool {
+    /// How a run of gathered writes ended.
+    enum GatheredWrite {
+        /// The source has nothing left to write.
+        case drained
+        /// The socket is full or the write budget is spent: wait for the next writable report.
+        case blocked
+        /// The peer is gone.
+        case failed
+    }
+
+    /// The one gathered-write loop: chunk references from `take` (which fills the scratch list and
+    /// returns the offset into its first chunk) go out in one `sendmsg` each until the source is
+    /// empty, the socket is full or the write budget is spent; `consume` is told what went out.
+    private func writeGathered(
+        _ connection: Connection,
+        take: (inout [[UInt8]]) -> Int,
+        consume: (Int) -> Void
+    ) -> GatheredWrite {
         var written = 0
-        while !connection.output.isEmpty {
-            if written >= Self.writeBudget { return true }
-            let offset = connection.output.peek(into: &chunkScratch, limit: Self.maxIOVecs)
+        while written < Self.writeBudget {
+            let offset = take(&chunkScratch)
+            if chunkScratch.isEmpty { return .drained }
             let total = chunkScratch.reduce(0) { $0 + $1.count } - offset
             let outcome = SocketIO.write(connection.fd, chunkScratch, firstOffset: offset, iovecs: iovecs)
             chunkScratch.removeAll(keepingCapacity: true)
             switch outcome {
             case .transferred(let count):
                 connection.lastWriteProgress = now
-                connection.output.consume(count)
+                consume(count)
                 written += count
-                // A short write means the socket is full: wait for EPOLLOUT.
-                if count < total { return true }
+                // A short write means the socket is full.
+                if count < total { return .blocked }
             case .wouldBlock:
-                return true
+                return .blocked
             case .closed:
-                close(connection, reason: .clientClosed)
-                return false
+                return .failed
             }
+        }
+        return .blocked
+    }
+
+    /// Writes the output queue, within the write budget; false if the connection was closed.
+    private func writeQueued(_ connection: Connection) -> Bool {
+        let result = writeGathered(connection, take: { connection.output.peek(into: &$0, limit: Self.maxIOVecs) },
+                                   consume: { connection.output.consume($0) })
+        guard result != .failed else {
+            close(connection, reason: .clientClosed)
+            return false
         }
         return true
     }
@@ -211,44 +237,24 @@ extension EventLoop {
             }
             return
         }
-        var written = 0
-        writing: while true {
-            if written >= Self.writeBudget {
-                // More may be queued: wait for the next writable report, behind the others.
-                connection.streamBlocked = true
-                break writing
-            }
-            let (offset, requestedClose) = stream.takeChunks(into: &chunkScratch, limit: Self.maxIOVecs)
-            if requestedClose == .tooSlow {
-                chunkScratch.removeAll(keepingCapacity: true)
-                close(connection, reason: .tooSlow)
-                return
-            }
-            if chunkScratch.isEmpty {
-                connection.streamBlocked = false
-                if requestedClose != nil {
-                    close(connection, reason: .closedByServer)
-                    return
-                }
-                break writing
-            }
-            let total = chunkScratch.reduce(0) { $0 + $1.count } - offset
-            let outcome = SocketIO.write(connection.fd, chunkScratch, firstOffset: offset, iovecs: iovecs)
-            chunkScratch.removeAll(keepingCapacity: true)
-            switch outcome {
-            case .transferred(let count):
-                connection.lastWriteProgress = now
-                stream.consume(count)
-                written += count
-                if count < total {
-                    connection.streamBlocked = true
-                    break writing
-                }
-            case .wouldBlock:
-                connection.streamBlocked = true
-                break writing
-            case .closed:
-                close(connection, reason: .clientClosed)
+        var requestedClose: EventStreamCloseReason?
+        let result = writeGathered(connection, take: { chunks in
+            let (offset, requested) = stream.takeChunks(into: &chunks, limit: Self.maxIOVecs)
+            requestedClose = requested
+            // A stream that fell too far behind has had its queue dropped: nothing more goes out.
+            if requested == .tooSlow { chunks.removeAll(keepingCapacity: true) }
+            return offset
+        }, consume: { stream.consume($0) })
+        switch result {
+        case .failed:
+            close(connection, reason: .clientClosed)
+            return
+        case .blocked:
+            connection.streamBlocked = true
+        case .drained:
+            connection.streamBlocked = false
+            if let requestedClose {
+                close(connection, reason: requestedClose == .tooSlow ? .tooSlow : .closedByServer)
                 return
             }
         }
