@@ -30,26 +30,17 @@ final class Connection: @unchecked Sendable {
     // The pipeline: slots[0] has sequence number `firstSequence`.
     var slots: [ResponseSlot] = []
     var firstSequence: UInt64 = 0
-    /// False once a request asked to close, an error was sent, a stream started or shutdown began.
-    var acceptsRequests = true
-    var hasServedRequest = false
+
+    /// Its life: serving, finishing, streaming, lingering or closed.
+    var state = ConnectionState()
 
     // Writing.
     var output = ByteQueue()
-    var closeAfterOutput = false
-    var stream: EventStream?
-    /// The stream waits for a writable report: its socket was full, or it spent its write budget.
-    var streamBlocked = false
-    /// When the application's close() of the stream was first seen (0: not yet).
-    var streamCloseStart: Int64 = 0
 
     // Loop bookkeeping.
     var interest: Interest = []
     var isDirty = false
-    var isClosed = false
-    var peerClosed = false
-    var lingering = false
-    /// Start of the current head, body, idle or linger period, for timeouts.
+    /// Start of the current head, body or idle period, for timeouts.
     var phaseStart: Int64
     var lastWriteProgress: Int64
 
@@ -68,7 +59,7 @@ final class Connection: @unchecked Sendable {
     /// one is parsed and handed to the handler only once the previous one has been answered
     /// and its answer is mostly on its way.
     func canStartRequest(_ settings: LoopSettings) -> Bool {
-        acceptsRequests && slots.isEmpty && output.count < settings.outputHighWater
+        state.acceptsRequests && slots.isEmpty && output.count < settings.outputHighWater
     }
 
     /// Opens the next slot and returns its sequence number.
@@ -94,6 +85,6 @@ final class Connection: @unchecked Sendable {
     /// No request in progress, nothing to write: safe to close at shutdown.
     var isIdle: Bool {
         guard case .head = phase else { return false }
-        return slots.isEmpty && output.isEmpty && stream == nil && !lingering
+        return slots.isEmpty && output.isEmpty && state.stream == nil && !state.isLingering
     }
 }

@@ -7,8 +7,8 @@ import Darwin
 extension EventLoop {
     /// Closes the socket at once and lets go of everything the connection held.
     func close(_ connection: Connection, reason: EventStreamCloseReason) {
-        guard !connection.isClosed else { return }
-        connection.isClosed = true
+        let stream = connection.state.stream
+        guard connection.state.close() else { return }
         if reason == .tooSlow {
             // Reset rather than a FIN queued behind bytes the client will not read: the kernel
             // frees them at once instead of keeping an orphaned socket for minutes.
@@ -32,22 +32,17 @@ extension EventLoop {
             if case .stream(let stream, _)? = slot.outcome { stream.finish(reason) }
         }
         connection.slots = []
-        if let stream = connection.stream {
-            connection.stream = nil
-            stream.finish(reason)
-        }
+        stream?.finish(reason)
     }
 
     /// Sends FIN after the last response but keeps reading (and dropping) for a moment, so
     /// unread client bytes do not make the kernel reset the connection and lose the response.
     func beginLinger(_ connection: Connection) {
-        guard !connection.isClosed else { return }
-        if connection.peerClosed || settings.lingerTimeout == 0 {
-            close(connection, reason: .clientClosed)
-            return
+        switch connection.state.beginLinger(now: now, enabled: settings.lingerTimeout > 0) {
+        case .nothing: return
+        case .close: return close(connection, reason: .clientClosed)
+        case .shutDownWriting: break
         }
-        connection.lingering = true
-        connection.phaseStart = now
         connection.pending = []
         connection.body = []
         connection.slots = []
@@ -66,40 +61,20 @@ extension EventLoop {
     }
 
     private func checkTimeouts(_ connection: Connection) {
-        let elapsed = now - connection.phaseStart
-        if connection.lingering {
-            if elapsed > settings.lingerTimeout { close(connection, reason: .clientClosed) }
-            return
-        }
-        if let stream = connection.stream {
-            if connection.streamCloseStart != 0 && now - connection.streamCloseStart > settings.streamCloseTimeout {
-                close(connection, reason: .closedByServer)
-            } else if connection.streamBlocked || !connection.output.isEmpty,
-                      now - connection.lastWriteProgress > settings.streamStallTimeout,
-                      stream.queuedByteCount > settings.streamBufferLimit {
-                // Only a first message can put a stream over its limit; it is not being read.
-                close(connection, reason: .tooSlow)
-            }
-            return
-        }
-        if !connection.output.isEmpty, now - connection.lastWriteProgress > settings.idleTimeout {
-            // The client leaves a response unread.
-            close(connection, reason: .clientClosed)
-            return
-        }
-        switch connection.phase {
-        case .head:
-            let receivingHead = connection.scanner.hasStarted || !connection.pending.isEmpty
-            if receivingHead && connection.canStartRequest(settings) {
-                if elapsed > settings.headerTimeout { refuse(connection, .requestTimeout) }
-            } else if connection.slots.isEmpty {
-                let limit = connection.hasServedRequest ? settings.idleTimeout : settings.headerTimeout
-                if elapsed > limit { close(connection, reason: .clientClosed) }
-            }
-        case .fixedBody, .chunkedBody:
-            if elapsed > settings.bodyTimeout { refuseBody(connection, .requestTimeout) }
-        case .discard:
-            break
+        let activity = ConnectionState.Activity(
+            elapsedInPhase: now - connection.phaseStart,
+            sinceWriteProgress: now - connection.lastWriteProgress,
+            outputPending: !connection.output.isEmpty,
+            unansweredRequests: !connection.slots.isEmpty,
+            readPhase: connection.phase,
+            receivingHead: connection.scanner.hasStarted || !connection.pending.isEmpty,
+            canStartRequest: connection.canStartRequest(settings),
+            streamQueuedBytes: connection.state.stream?.queuedByteCount ?? 0)
+        switch connection.state.expired(activity, now: now, settings: settings) {
+        case nil: break
+        case .close(let reason): close(connection, reason: reason)
+        case .refuseHead: refuse(connection, .requestTimeout)
+        case .refuseBody: refuseBody(connection, .requestTimeout)
         }
     }
 
@@ -113,9 +88,9 @@ extension EventLoop {
         stopListening()
         shared.releaseListener()
         for index in connections.indices {
-            guard let connection = connections[index], !connection.isClosed,
-                  connection.stream == nil, !connection.lingering else { continue }
-            connection.acceptsRequests = false
+            guard let connection = connections[index], !connection.state.isClosed,
+                  connection.state.stream == nil, !connection.state.isLingering else { continue }
+            connection.state.stopAcceptingRequests()
             if connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody {
                 // Idle, or only part of a head that will not be served now.
                 close(connection, reason: .shutdown)

@@ -14,7 +14,7 @@ extension EventLoop {
         case .closed:
             peerClosed(connection)
         case .transferred(let count):
-            if connection.lingering || connection.stream != nil { return }
+            if connection.state.isLingering || connection.state.stream != nil { return }
             if case .discard = connection.phase { return }
             feed(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
             updateInterest(connection)
@@ -24,7 +24,7 @@ extension EventLoop {
     private func feed(_ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
         if connection.pending.isEmpty {
             let used = consume(connection, bytes)
-            if used < bytes.count && connection.acceptsRequests && !connection.isClosed {
+            if used < bytes.count && connection.state.acceptsRequests {
                 connection.pending = Array(bytes[used...])
             }
         } else {
@@ -38,14 +38,14 @@ extension EventLoop {
         let buffered = connection.pending
         connection.pending = []
         let used = buffered.withUnsafeBytes { consume(connection, $0) }
-        guard used < buffered.count, connection.acceptsRequests, !connection.isClosed else { return }
+        guard used < buffered.count, connection.state.acceptsRequests else { return }
         connection.pending = used == 0 ? buffered : Array(buffered[used...])
     }
 
     /// Parses as much as possible and returns how many bytes were used.
     private func consume(_ connection: Connection, _ bytes: UnsafeRawBufferPointer) -> Int {
         var index = 0
-        while index < bytes.count && !connection.isClosed {
+        while index < bytes.count && !connection.state.isClosed {
             switch connection.phase {
             case .discard:
                 return bytes.count
@@ -119,7 +119,7 @@ extension EventLoop {
 
     private func startRequest(_ connection: Connection, _ head: RequestHead, bodyBytesFollow: Bool) {
         let keepAlive = head.keepAlive && !shuttingDown
-        if !keepAlive { connection.acceptsRequests = false }
+        if !keepAlive { connection.state.stopAcceptingRequests() }
         let sequence = connection.openSlot(ResponseSlot(
             isHead: head.request.method == "HEAD", keepAlive: keepAlive, isHTTP10: !head.isHTTP11))
         switch head.framing {
@@ -160,7 +160,7 @@ extension EventLoop {
     }
 
     private func dispatch(_ request: HTTPRequest, on connection: Connection, sequence: UInt64) {
-        connection.hasServedRequest = true
+        connection.state.requestDispatched()
         let responder = HTTPResponder(loop: self, connection: connection, sequence: sequence, request: request)
         shared.handler.handle(request, responder: responder)
         if responder.openedStream.load(ordering: .relaxed) {
@@ -209,7 +209,7 @@ extension EventLoop {
     /// After the client's FIN, a request still being received can never complete: drop it.
     /// Complete requests still waiting their turn in `pending` are served.
     func abandonIncompleteRequest(_ connection: Connection) {
-        guard connection.peerClosed, connection.isReadingBody || connection.scanner.hasStarted else { return }
+        guard connection.state.peerHasClosed, connection.isReadingBody || connection.scanner.hasStarted else { return }
         if connection.isReadingBody, let index = connection.slotIndex(connection.bodySequence) {
             connection.slots.removeSubrange(index...)
         }
@@ -217,7 +217,7 @@ extension EventLoop {
     }
 
     private func stopParsing(_ connection: Connection) {
-        connection.acceptsRequests = false
+        connection.state.stopAcceptingRequests()
         connection.phase = .discard
         connection.pending = []
         connection.body = []
@@ -230,11 +230,11 @@ extension EventLoop {
     func peerClosed(_ connection: Connection) {
         // A response already serialized but not yet written still goes out: afterWrite closes
         // the connection once the output has drained.
-        if connection.stream != nil || connection.lingering || (connection.slots.isEmpty && connection.output.isEmpty) {
+        let owesAnswers = !connection.slots.isEmpty || !connection.output.isEmpty
+        guard connection.state.peerClosed(owesAnswers: owesAnswers) == .answerWhatArrived else {
             close(connection, reason: .clientClosed)
             return
         }
-        connection.peerClosed = true
         abandonIncompleteRequest(connection)
         if connection.slots.isEmpty && connection.output.isEmpty {
             close(connection, reason: .clientClosed)

@@ -6,16 +6,16 @@ import Darwin
 
 extension EventLoop {
     func deliver(_ response: HTTPResponse, to connection: Connection, sequence: UInt64) {
-        guard !connection.isClosed, let index = connection.slotIndex(sequence),
+        guard !connection.state.isClosed, let index = connection.slotIndex(sequence),
               connection.slots[index].outcome == nil else { return }
         connection.slots[index].outcome = .response(response)
         if index == 0 { markDirty(connection) }
     }
 
     func deliver(_ stream: EventStream, headers: HTTPHeaders, to connection: Connection, sequence: UInt64) {
-        guard !connection.isClosed, let index = connection.slotIndex(sequence),
+        guard !connection.state.isClosed, let index = connection.slotIndex(sequence),
               connection.slots[index].outcome == nil else {
-            stream.finish(connection.isClosed ? .clientClosed : .closedByServer)
+            stream.finish(connection.state.isClosed ? .clientClosed : .closedByServer)
             return
         }
         connection.slots[index].outcome = .stream(stream, headers)
@@ -26,7 +26,7 @@ extension EventLoop {
     /// queues the rest for EPOLLOUT. Small responses are built in the loop's scratch buffer
     /// and cost the connection nothing once written.
     func flush(_ connection: Connection) {
-        guard !connection.isClosed, !connection.lingering else { return }
+        guard !connection.state.isClosed, !connection.state.isLingering else { return }
         writeBuffer.removeAll(keepingCapacity: true)
         serializeReadySlots(connection)
 
@@ -53,7 +53,7 @@ extension EventLoop {
     /// Moves ready responses at the front of the pipeline into `writeBuffer` (large bodies
     /// go to the output queue by reference, after what was staged).
     private func serializeReadySlots(_ connection: Connection) {
-        while let slot = connection.slots.first, !connection.closeAfterOutput, connection.stream == nil {
+        while let slot = connection.slots.first, !connection.state.endsAfterOutput, connection.state.stream == nil {
             if slot.owesContinue {
                 ASCII.append(ResponseSerializer.continueBytes, to: &writeBuffer)
                 connection.slots[0].owesContinue = false
@@ -68,15 +68,13 @@ extension EventLoop {
                 ResponseSerializer.appendHead(
                     status: 200, headers: headers, contentLength: nil, connection: .keepAlive,
                     isEventStream: true, to: &writeBuffer)
-                connection.stream = stream
+                // A HEAD request gets the head only.
+                connection.state.streamStarted(stream, headOnly: slot.isHead)
                 var sendBuffer = settings.streamSendBuffer
                 setsockopt(connection.fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
-                connection.acceptsRequests = false
                 connection.phase = .discard
                 connection.pending = []
                 dropRemainingSlots(connection)
-                // A HEAD request gets the head only.
-                if slot.isHead { connection.closeAfterOutput = true }
             }
         }
     }
@@ -107,8 +105,7 @@ extension EventLoop {
             }
         }
         if closing {
-            connection.closeAfterOutput = true
-            connection.acceptsRequests = false
+            connection.state.lastAnswerQueued()
             connection.phase = .discard
             connection.pending = []
             dropRemainingSlots(connection)
@@ -191,17 +188,17 @@ extension EventLoop {
     /// What follows a write: closing, streaming, reading on, or waiting for EPOLLOUT.
     private func afterWrite(_ connection: Connection) {
         if connection.output.isEmpty {
-            if connection.closeAfterOutput {
-                if let stream = connection.stream {
-                    connection.stream = nil
-                    stream.finish(.closedByServer)
-                }
+            let (next, endedStream) = connection.state.outputDrained()
+            switch next {
+            case .linger:
+                endedStream?.finish(.closedByServer)
                 beginLinger(connection)
                 return
-            }
-            if connection.stream != nil {
+            case .writeStream:
                 flushStream(connection)
                 return
+            case .readOn:
+                break
             }
             if shuttingDown && connection.isIdle && !connection.isReadingBody {
                 beginLinger(connection)
@@ -216,7 +213,7 @@ extension EventLoop {
             parsePending(connection)
             abandonIncompleteRequest(connection)
         }
-        if connection.peerClosed && connection.slots.isEmpty && connection.output.isEmpty {
+        if connection.state.peerHasClosed && connection.slots.isEmpty && connection.output.isEmpty {
             close(connection, reason: .clientClosed)
             return
         }
@@ -227,12 +224,12 @@ extension EventLoop {
     /// closes the stream when the application asked and everything went out, or at once when
     /// it is too slow.
     func flushStream(_ connection: Connection) {
-        guard let stream = connection.stream, !connection.isClosed else { return }
+        guard let stream = connection.state.stream else { return }
         guard connection.output.isEmpty else {
             // The response head itself is still waiting for the socket.
             switch stream.requestedClose {
             case .tooSlow?: close(connection, reason: .tooSlow)
-            case .some: if connection.streamCloseStart == 0 { connection.streamCloseStart = now }
+            case .some: connection.state.streamCloseWaits(now: now)
             case nil: break
             }
             return
@@ -250,32 +247,32 @@ extension EventLoop {
             close(connection, reason: .clientClosed)
             return
         case .blocked:
-            connection.streamBlocked = true
+            connection.state.streamWrote(blocked: true)
         case .drained:
-            connection.streamBlocked = false
+            connection.state.streamWrote(blocked: false)
             if let requestedClose {
                 close(connection, reason: requestedClose == .tooSlow ? .tooSlow : .closedByServer)
                 return
             }
         }
-        if connection.streamBlocked, connection.streamCloseStart == 0, stream.requestedClose != nil {
-            connection.streamCloseStart = now
+        if connection.state.isStreamBlocked, stream.requestedClose != nil {
+            connection.state.streamCloseWaits(now: now)
         }
         updateInterest(connection)
     }
 
     /// Keeps the selector's interest in line with what the connection waits for.
     func updateInterest(_ connection: Connection) {
-        guard !connection.isClosed else { return }
+        guard !connection.state.isClosed else { return }
         var wanted: Interest = []
-        if connection.lingering {
+        if connection.state.isLingering {
             wanted = .readable
-        } else if connection.stream != nil {
-            wanted = connection.streamBlocked || !connection.output.isEmpty ? [.readable, .writable] : .readable
+        } else if connection.state.stream != nil {
+            wanted = connection.state.isStreamBlocked || !connection.output.isEmpty ? [.readable, .writable] : .readable
         } else {
             // While a request is handled, later input is buffered up to a bound, then left unread.
-            let wantsInput = !connection.peerClosed && (connection.isReadingBody
-                || (connection.acceptsRequests
+            let wantsInput = !connection.state.peerHasClosed && (connection.isReadingBody
+                || (connection.state.acceptsRequests
                     && (connection.slots.isEmpty || connection.pending.count < settings.maxBufferedInput)
                     && connection.output.count < settings.outputHighWater))
             if wantsInput { wanted.insert(.readable) }

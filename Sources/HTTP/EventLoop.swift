@@ -124,7 +124,7 @@ final class EventLoop: @unchecked Sendable {
         case .startStream(let connection, let sequence, let stream, let headers):
             deliver(stream, headers: headers, to: connection, sequence: sequence)
         case .streamActivity(let connection):
-            if !connection.isClosed, connection.stream != nil { flushStream(connection) }
+            if connection.state.stream != nil { flushStream(connection) }
         case .work(let work):
             guard !isHalting else {
                 // Between two pieces of work: nothing of the executor runs here any more.
@@ -210,7 +210,7 @@ final class EventLoop: @unchecked Sendable {
         if readiness.contains(.readable) {
             readable(connection)
         }
-        if readiness.contains(.writable) && !connection.isClosed {
+        if readiness.contains(.writable) && !connection.state.isClosed {
             connection.lastWriteProgress = now
             flush(connection)
         }

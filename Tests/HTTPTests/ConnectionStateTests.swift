@@ -1,0 +1,202 @@
+@testable import HTTP
+import Testing
+
+/// The connection's life as a value: each transition, and each timeout, without a socket.
+@Suite struct ConnectionStateTests {
+    private static let second: Int64 = 1_000_000_000
+
+    /// Every timeout a distinct number of seconds, so a test can tell which one decided.
+    private static let settings: LoopSettings = {
+        var configuration = HTTPServer.Configuration()
+        configuration.headerTimeout = .seconds(2)
+        configuration.bodyTimeout = .seconds(3)
+        configuration.idleTimeout = .seconds(5)
+        configuration.streamCloseTimeout = .seconds(7)
+        configuration.lingerTimeout = .seconds(11)
+        configuration.streamStallTimeout = .seconds(13)
+        configuration.streamBufferLimit = 100
+        return LoopSettings(configuration)
+    }()
+
+    private func stream() -> EventStream { EventStream(endedWith: .closedByServer) }
+
+    /// A quiet connection between requests: nothing received, nothing owed.
+    private func quiet(_ elapsed: Int64, phase: Connection.ReadPhase = .head) -> ConnectionState.Activity {
+        ConnectionState.Activity(elapsedInPhase: elapsed, sinceWriteProgress: 0, outputPending: false,
+                                 unansweredRequests: false, readPhase: phase, receivingHead: false,
+                                 canStartRequest: true, streamQueuedBytes: 0)
+    }
+
+    @Test func aConnectionServesUntilItStopsAcceptingThenLingersAfterItsLastAnswer() {
+        var state = ConnectionState()
+        #expect(state.acceptsRequests)
+        let betweenRequests = state.outputDrained().next
+        #expect(betweenRequests == .readOn, "between requests it reads on")
+        #expect(state.acceptsRequests)
+        state.stopAcceptingRequests()
+        #expect(!state.acceptsRequests)
+        #expect(!state.endsAfterOutput, "answers still owed are written first")
+        let withAnswersOwed = state.outputDrained().next
+        #expect(withAnswersOwed == .readOn)
+        state.lastAnswerQueued()
+        #expect(state.endsAfterOutput)
+        let afterLastAnswer = state.outputDrained().next
+        #expect(afterLastAnswer == .linger)
+    }
+
+    @Test func aStreamCarriesTheConnectionAndAHeadOnlyStreamEndsOnceItsHeadIsOut() {
+        let carried = stream()
+        var state = ConnectionState()
+        state.streamStarted(carried, headOnly: false)
+        #expect(state.stream === carried)
+        #expect(!state.acceptsRequests)
+        let streaming = state.outputDrained().next
+        #expect(streaming == .writeStream)
+        state.lastAnswerQueued()
+        #expect(state.stream === carried, "an answer cannot end a stream")
+
+        let head = stream()
+        var headOnly = ConnectionState()
+        headOnly.streamStarted(head, headOnly: true)
+        #expect(headOnly.endsAfterOutput)
+        let (next, ended) = headOnly.outputDrained()
+        #expect(next == .linger)
+        #expect(ended === head)
+        #expect(headOnly.stream == nil)
+    }
+
+    @Test func lingeringStartsOnceAndOnlyWhileTheClientCanStillSend() {
+        var state = ConnectionState()
+        let first = state.beginLinger(now: 10, enabled: true)
+        #expect(first == .shutDownWriting)
+        #expect(state.isLingering)
+        let second = state.beginLinger(now: 20, enabled: true)
+        #expect(second == .nothing)
+
+        var off = ConnectionState()
+        let lingerOff = off.beginLinger(now: 0, enabled: false)
+        #expect(lingerOff == .close)
+
+        var peerGone = ConnectionState()
+        let fin = peerGone.peerClosed(owesAnswers: true)
+        #expect(fin == .answerWhatArrived)
+        let afterFin = peerGone.beginLinger(now: 0, enabled: true)
+        #expect(afterFin == .close, "no one is left to read the FIN")
+
+        var closed = ConnectionState()
+        _ = closed.close()
+        let afterClose = closed.beginLinger(now: 0, enabled: true)
+        #expect(afterClose == .nothing)
+    }
+
+    @Test func closingHappensOnceAndLetsGoOfTheStream() {
+        var state = ConnectionState()
+        state.streamStarted(stream(), headOnly: false)
+        let closedNow = state.close()
+        #expect(closedNow)
+        #expect(state.isClosed)
+        #expect(state.stream == nil)
+        #expect(!state.acceptsRequests)
+        let closedAgain = state.close()
+        #expect(!closedAgain, "a second close does nothing")
+        state.streamStarted(stream(), headOnly: false)
+        state.lastAnswerQueued()
+        #expect(state.isClosed, "nothing reopens a closed connection")
+    }
+
+    @Test func theClientsFinClosesAtOnceUnlessAnswersAreOwed() {
+        var idle = ConnectionState()
+        let idleFin = idle.peerClosed(owesAnswers: false)
+        #expect(idleFin == .close)
+        #expect(!idle.peerHasClosed)
+
+        var busy = ConnectionState()
+        let busyFin = busy.peerClosed(owesAnswers: true)
+        #expect(busyFin == .answerWhatArrived)
+        #expect(busy.peerHasClosed)
+
+        var streaming = ConnectionState()
+        streaming.streamStarted(stream(), headOnly: false)
+        let streamFin = streaming.peerClosed(owesAnswers: true)
+        #expect(streamFin == .close)
+
+        var lingering = ConnectionState()
+        _ = lingering.beginLinger(now: 0, enabled: true)
+        let lingerFin = lingering.peerClosed(owesAnswers: true)
+        #expect(lingerFin == .close)
+    }
+
+    @Test func aQuietConnectionWaitsForItsFirstHeadLessLongThanBetweenRequests() {
+        var state = ConnectionState()
+        let settings = Self.settings
+        #expect(state.expired(quiet(2 * Self.second), now: 0, settings: settings) == nil)
+        #expect(state.expired(quiet(3 * Self.second), now: 0, settings: settings) == .close(.clientClosed))
+        state.requestDispatched()
+        #expect(state.expired(quiet(3 * Self.second), now: 0, settings: settings) == nil)
+        #expect(state.expired(quiet(6 * Self.second), now: 0, settings: settings) == .close(.clientClosed))
+    }
+
+    @Test func aSlowHeadOrBodyIsAnswered408AndAnUnreadAnswerCloses() {
+        let settings = Self.settings
+        let state = ConnectionState()
+        var receiving = quiet(3 * Self.second)
+        receiving.receivingHead = true
+        #expect(state.expired(receiving, now: 0, settings: settings) == .refuseHead)
+        // A head waiting behind an unanswered request is not the client's delay.
+        receiving.canStartRequest = false
+        receiving.unansweredRequests = true
+        #expect(state.expired(receiving, now: 0, settings: settings) == nil)
+
+        #expect(state.expired(quiet(3 * Self.second, phase: .fixedBody(remaining: 1)), now: 0, settings: settings) == nil)
+        #expect(state.expired(quiet(4 * Self.second, phase: .chunkedBody), now: 0, settings: settings) == .refuseBody)
+        #expect(state.expired(quiet(100 * Self.second, phase: .discard), now: 0, settings: settings) == nil)
+
+        var unread = quiet(0)
+        unread.outputPending = true
+        unread.unansweredRequests = true
+        unread.sinceWriteProgress = 6 * Self.second
+        #expect(state.expired(unread, now: 0, settings: settings) == .close(.clientClosed))
+    }
+
+    @Test func lingeringEndsAfterTheLingerTimeoutFromItsStart() {
+        var state = ConnectionState()
+        _ = state.beginLinger(now: 100 * Self.second, enabled: true)
+        #expect(state.expired(quiet(0), now: 110 * Self.second, settings: Self.settings) == nil)
+        #expect(state.expired(quiet(0), now: 112 * Self.second, settings: Self.settings) == .close(.clientClosed))
+    }
+
+    @Test func aStreamClosesWhenItsCloseWaitsTooLongOrItsClientStopsReading() {
+        let settings = Self.settings
+        var state = ConnectionState()
+        state.streamStarted(stream(), headOnly: false)
+        var activity = quiet(100 * Self.second)
+        #expect(state.expired(activity, now: 100 * Self.second, settings: settings) == nil, "an idle stream stays open")
+
+        // Too slow takes all three: waiting for the socket, no progress for the stall timeout, over the limit.
+        activity.sinceWriteProgress = 14 * Self.second
+        activity.streamQueuedBytes = 101
+        #expect(state.expired(activity, now: 0, settings: settings) == nil, "not blocked: the loop writes it")
+        state.streamWrote(blocked: true)
+        #expect(state.expired(activity, now: 0, settings: settings) == .close(.tooSlow))
+        activity.streamQueuedBytes = 100
+        #expect(state.expired(activity, now: 0, settings: settings) == nil)
+        activity.streamQueuedBytes = 101
+        activity.sinceWriteProgress = 12 * Self.second
+        #expect(state.expired(activity, now: 0, settings: settings) == nil)
+
+        // The close timeout runs from the first time the close was seen waiting.
+        state.streamCloseWaits(now: 50 * Self.second)
+        state.streamCloseWaits(now: 55 * Self.second)
+        activity = quiet(0)
+        #expect(state.expired(activity, now: 57 * Self.second, settings: settings) == nil)
+        #expect(state.expired(activity, now: 58 * Self.second, settings: settings) == .close(.closedByServer))
+        state.streamWrote(blocked: false)
+        #expect(!state.isStreamBlocked)
+    }
+
+    @Test func aClosedConnectionHasNoTimeouts() {
+        var state = ConnectionState()
+        _ = state.close()
+        #expect(state.expired(quiet(1_000 * Self.second), now: 0, settings: Self.settings) == nil)
+    }
+}
