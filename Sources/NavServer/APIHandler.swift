@@ -529,13 +529,16 @@ final class APIHandler: HTTPHandler {
         let tally = StreamTally()
         metrics.streamOpened()
         let (events, metrics, log, lifecycle) = (hosted.events, metrics, log, lifecycle)
+        // The close handler lives as long as the stream: it keeps what its log line needs, not
+        // the answer (its responder and request), which would cost every idle stream their bytes.
+        let logged = log.logsRequests ? (requestID: answer.requestID, remote: answer.remoteAddress) : nil
         stream.onClose { reason in
             events.remove(stream)
             metrics.streamClosed()
             if reason == .tooSlow { metrics.subscriberDropped() }
             hosted.touch()
-            guard log.logsRequests else { return }
-            log.streamClosed(.init(requestID: answer.requestID, remote: answer.remoteAddress, session: hosted.id,
+            guard let logged else { return }
+            log.streamClosed(.init(requestID: logged.requestID, remote: logged.remote, session: hosted.id,
                                    reason: tally.reason(reason, shuttingDown: lifecycle.isShuttingDown),
                                    seconds: (ContinuousClock.now - opened).inSeconds, events: tally.events, bytes: tally.bytes))
         }
