@@ -22,10 +22,8 @@ final class Connection: @unchecked Sendable {
     var phase = ReadPhase.head
     var pending: [UInt8] = []
     var scanner = HeadScanner()
-    var chunkedDecoder = ChunkedBodyDecoder()
-    var bodyHead: RequestHead?
-    var body: [UInt8] = []
-    var bodySequence: UInt64 = 0
+    /// The request whose body is arriving, if one is.
+    var body: BodyInProgress?
 
     // The pipeline: slots[0] has sequence number `firstSequence`.
     var slots: [ResponseSlot] = []
@@ -86,5 +84,20 @@ final class Connection: @unchecked Sendable {
     var isIdle: Bool {
         guard case .head = phase else { return false }
         return slots.isEmpty && output.isEmpty && state.stream == nil && !state.isLingering
+    }
+}
+
+/// A request whose body is arriving. Kept apart from its connection, which otherwise would carry
+/// the head and the decoder's room between requests and for the whole life of an event stream.
+final class BodyInProgress {
+    let head: RequestHead
+    /// The request's place in the pipeline.
+    let sequence: UInt64
+    var bytes: [UInt8] = []
+    var chunked = ChunkedBodyDecoder()
+
+    init(head: RequestHead, sequence: UInt64) {
+        self.head = head
+        self.sequence = sequence
     }
 }

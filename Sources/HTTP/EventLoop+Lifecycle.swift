@@ -25,8 +25,7 @@ extension EventLoop {
             shared.openConnections.subtract(1, ordering: .relaxed)
         }
         connection.pending = []
-        connection.body = []
-        connection.bodyHead = nil
+        connection.body = nil
         connection.output.removeAll()
         for slot in connection.slots {
             if case .stream(let stream, _)? = slot.outcome { stream.finish(reason) }
@@ -44,7 +43,7 @@ extension EventLoop {
         case .shutDownWriting: break
         }
         connection.pending = []
-        connection.body = []
+        connection.body = nil
         connection.slots = []
         shutdown(connection.fd, Int32(SHUT_WR))
         updateInterest(connection)

@@ -89,7 +89,7 @@ extension EventLoop {
                 }
             case .fixedBody(let remaining):
                 let take = min(remaining, bytes.count - index)
-                connection.body.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + take)]))
+                connection.body?.bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<(index + take)]))
                 index += take
                 if take == remaining {
                     finishBody(connection)
@@ -97,9 +97,11 @@ extension EventLoop {
                     connection.phase = .fixedBody(remaining: remaining - take)
                 }
             case .chunkedBody:
-                let outcome = connection.chunkedDecoder.decode(
+                // A chunked phase always has its body; without one there is nothing to decode into.
+                guard let body = connection.body else { return bytes.count }
+                let outcome = body.chunked.decode(
                     UnsafeRawBufferPointer(rebasing: bytes[index...]),
-                    into: &connection.body,
+                    into: &body.bytes,
                     maxBodyBytes: settings.maxBodyBytes,
                     maxTrailerBytes: settings.maxHeaderBytes)
                 switch outcome {
@@ -127,18 +129,16 @@ extension EventLoop {
             dispatch(head.request, on: connection, sequence: sequence)
         case .length(let length):
             connection.phase = .fixedBody(remaining: length)
-            connection.body.reserveCapacity(min(length, 64 * 1024))
             awaitBody(connection, head, sequence: sequence, bodyBytesFollow: bodyBytesFollow)
+            connection.body?.bytes.reserveCapacity(min(length, 64 * 1024))
         case .chunked:
             connection.phase = .chunkedBody
-            connection.chunkedDecoder = ChunkedBodyDecoder()
             awaitBody(connection, head, sequence: sequence, bodyBytesFollow: bodyBytesFollow)
         }
     }
 
     private func awaitBody(_ connection: Connection, _ head: RequestHead, sequence: UInt64, bodyBytesFollow: Bool) {
-        connection.bodyHead = head
-        connection.bodySequence = sequence
+        connection.body = BodyInProgress(head: head, sequence: sequence)
         connection.phaseStart = now
         if head.expectsContinue && head.isHTTP11 && !bodyBytesFollow, let index = connection.slotIndex(sequence) {
             connection.slots[index].owesContinue = true
@@ -148,15 +148,15 @@ extension EventLoop {
 
     private func finishBody(_ connection: Connection) {
         connection.phase = .head
-        guard var head = connection.bodyHead else { return }
-        connection.bodyHead = nil
-        head.request.body = connection.body
-        connection.body = []
-        if let index = connection.slotIndex(connection.bodySequence) {
+        guard let body = connection.body else { return }
+        connection.body = nil
+        var request = body.head.request
+        request.body = body.bytes
+        if let index = connection.slotIndex(body.sequence) {
             // The client sent the body without waiting; the interim answer is moot.
             connection.slots[index].owesContinue = false
         }
-        dispatch(head.request, on: connection, sequence: connection.bodySequence)
+        dispatch(request, on: connection, sequence: body.sequence)
     }
 
     private func dispatch(_ request: HTTPRequest, on connection: Connection, sequence: UInt64) {
@@ -181,10 +181,10 @@ extension EventLoop {
 
     /// Answers the request whose body is being read with an error, then closes.
     func refuseBody(_ connection: Connection, _ error: ProtocolError) {
-        let sequence = connection.bodySequence
-        let request = connection.bodyHead?.request
+        let body = connection.body
+        let request = body?.head.request
         stopParsing(connection)
-        guard let index = connection.slotIndex(sequence) else {
+        guard let sequence = body?.sequence, let index = connection.slotIndex(sequence) else {
             refuse(connection, error, request: request)
             return
         }
@@ -210,7 +210,7 @@ extension EventLoop {
     /// Complete requests still waiting their turn in `pending` are served.
     func abandonIncompleteRequest(_ connection: Connection) {
         guard connection.state.peerHasClosed, connection.isReadingBody || connection.scanner.hasStarted else { return }
-        if connection.isReadingBody, let index = connection.slotIndex(connection.bodySequence) {
+        if connection.isReadingBody, let sequence = connection.body?.sequence, let index = connection.slotIndex(sequence) {
             connection.slots.removeSubrange(index...)
         }
         stopParsing(connection)
@@ -220,8 +220,7 @@ extension EventLoop {
         connection.state.stopAcceptingRequests()
         connection.phase = .discard
         connection.pending = []
-        connection.body = []
-        connection.bodyHead = nil
+        connection.body = nil
         connection.scanner = HeadScanner()
     }
 
