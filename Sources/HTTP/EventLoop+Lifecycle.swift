@@ -60,6 +60,8 @@ extension EventLoop {
     }
 
     private func checkTimeouts(_ connection: Connection) {
+        // The stream's queue is behind a lock: read only when the too-slow rule can look at it.
+        let waiting = connection.state.isStreamBlocked || !connection.output.isEmpty
         let activity = ConnectionState.Activity(
             elapsedInPhase: now - connection.phaseStart,
             sinceWriteProgress: now - connection.lastWriteProgress,
@@ -68,7 +70,7 @@ extension EventLoop {
             readPhase: connection.phase,
             receivingHead: connection.scanner.hasStarted || !connection.pending.isEmpty,
             canStartRequest: connection.canStartRequest(settings),
-            streamQueuedBytes: connection.state.stream?.queuedByteCount ?? 0)
+            streamQueuedBytes: waiting ? connection.state.stream?.queuedByteCount ?? 0 : 0)
         switch connection.state.expired(activity, now: now, settings: settings) {
         case nil: break
         case .close(let reason): close(connection, reason: reason)

@@ -199,4 +199,54 @@ import Testing
         _ = state.close()
         #expect(state.expired(quiet(1_000 * Self.second), now: 0, settings: Self.settings) == nil)
     }
+
+    /// Shutdown calls stopAcceptingRequests on a connection whose "Connection: close" answer is
+    /// still queued: it must still end after that answer.
+    @Test func stoppingAfterTheLastAnswerIsQueuedKeepsIt() {
+        var state = ConnectionState()
+        state.lastAnswerQueued()
+        state.stopAcceptingRequests()
+        #expect(state.endsAfterOutput)
+        let next = state.outputDrained().next
+        #expect(next == .linger)
+    }
+
+    /// The stream's blocked flag is what the loop's writable interest follows.
+    @Test func aBlockedStreamSaysSo() {
+        var state = ConnectionState()
+        state.streamStarted(EventStream(endedWith: .closedByServer), headOnly: false)
+        state.streamWrote(blocked: true)
+        #expect(state.isStreamBlocked)
+        #expect(!state.endsAfterOutput, "only a head-only stream ends after its output")
+    }
+
+    /// A stream whose head is still unsent (output pending, not yet blocked itself) is too slow too.
+    @Test func aStreamStalledBehindItsHeadIsTooSlow() {
+        var state = ConnectionState()
+        state.streamStarted(EventStream(endedWith: .closedByServer), headOnly: false)
+        var activity = quiet(0)
+        activity.outputPending = true
+        activity.sinceWriteProgress = 14 * Self.second
+        activity.streamQueuedBytes = 101
+        #expect(state.expired(activity, now: 0, settings: Self.settings) == .close(.tooSlow))
+        activity.sinceWriteProgress = 13 * Self.second
+        state.streamWrote(blocked: true)
+        #expect(state.expired(activity, now: 0, settings: Self.settings) == nil, "the stall timeout is strict")
+    }
+
+    /// An unread answer is bounded by the idle timeout, not the header timeout.
+    @Test func anUnreadAnswerWaitsTheIdleTimeout() {
+        let state = ConnectionState()
+        var unread = quiet(0)
+        unread.outputPending = true
+        unread.unansweredRequests = true
+        unread.sinceWriteProgress = 4 * Self.second
+        #expect(state.expired(unread, now: 0, settings: Self.settings) == nil)
+    }
+
+    @Test func lingeringLastsTheWholeLingerTimeout() {
+        var state = ConnectionState()
+        _ = state.beginLinger(now: 100 * Self.second, enabled: true)
+        #expect(state.expired(quiet(0), now: 111 * Self.second, settings: Self.settings) == nil)
+    }
 }
