@@ -214,7 +214,7 @@ import Testing
     /// The stream's blocked flag is what the loop's writable interest follows.
     @Test func aBlockedStreamSaysSo() {
         var state = ConnectionState()
-        state.streamStarted(EventStream(endedWith: .closedByServer), headOnly: false)
+        state.streamStarted(stream(), headOnly: false)
         state.streamWrote(blocked: true)
         #expect(state.isStreamBlocked)
         #expect(!state.endsAfterOutput, "only a head-only stream ends after its output")
@@ -223,7 +223,7 @@ import Testing
     /// A stream whose head is still unsent (output pending, not yet blocked itself) is too slow too.
     @Test func aStreamStalledBehindItsHeadIsTooSlow() {
         var state = ConnectionState()
-        state.streamStarted(EventStream(endedWith: .closedByServer), headOnly: false)
+        state.streamStarted(stream(), headOnly: false)
         var activity = quiet(0)
         activity.outputPending = true
         activity.sinceWriteProgress = 14 * Self.second

@@ -10,6 +10,7 @@ import Synchronization
 /// Routes used by the tests:
 /// - `/slow?ms=N`: answers from another thread after N ms;
 /// - `/stream?count=N`: opens an event stream and sends N events;
+/// - `/slowstream`: opens an event stream from another thread after 150 ms;
 /// - `/big?size=N`: N bytes of body;
 /// - `/never`: drops its responder without answering;
 /// - `/block?ms=N`: holds the loop thread for N ms before answering (to fill the backlog);
@@ -43,12 +44,12 @@ final class TestHandler: HTTPHandler {
                 responder.respond(Self.echo(request))
             }
         case "/stream":
-            let stream = responder.startEventStream(headers: ["Content-Type": "text/event-stream"])
-            stream.onClose { reason in self.closeReasons.withLock { $0.append(reason) } }
-            streams.withLock { $0.append(stream) }
+            let stream = openStream(responder)
             for index in 0..<(Int(request.queryValue("count") ?? "") ?? 0) {
                 stream.send(Array("data: \(index)\n\n".utf8))
             }
+        case "/slowstream":
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(150)) { _ = self.openStream(responder) }
         case "/big":
             let size = Int(request.queryValue("size") ?? "") ?? 0
             responder.respond(HTTPResponse(status: 200, body: [UInt8](repeating: UInt8(ascii: "x"), count: size)))
@@ -58,9 +59,7 @@ final class TestHandler: HTTPHandler {
             usleep(UInt32(Int(request.queryValue("ms") ?? "") ?? 100) * 1000)
             responder.respond(Self.echo(request))
         case "/flood":
-            let stream = responder.startEventStream(headers: ["Content-Type": "text/event-stream"])
-            stream.onClose { reason in self.closeReasons.withLock { $0.append(reason) } }
-            streams.withLock { $0.append(stream) }
+            let stream = openStream(responder)
             let size = Int(request.queryValue("size") ?? "") ?? 1024
             let event = Array("data: \(String(repeating: "f", count: max(0, size - 8)))\n\n".utf8)
             DispatchQueue(label: "flood").async {
@@ -76,6 +75,14 @@ final class TestHandler: HTTPHandler {
         default:
             responder.respond(Self.echo(request))
         }
+    }
+
+    /// Opens an event stream the tests can reach (`streams`) and whose end they can see (`closeReasons`).
+    private func openStream(_ responder: HTTPResponder) -> EventStream {
+        let stream = responder.startEventStream(headers: ["Content-Type": "text/event-stream"])
+        stream.onClose { reason in self.closeReasons.withLock { $0.append(reason) } }
+        streams.withLock { $0.append(stream) }
+        return stream
     }
 
     /// Queued bytes below which `/flood` adds more (streamBufferLimit must be well above it).
