@@ -30,6 +30,10 @@ final class EventLoop: @unchecked Sendable {
     private let inbox = Mutex(Inbox())
     /// Posters between taking the wake-up and making it; the selector outlives every one.
     private let wakersInFlight = Atomic<Int>(0)
+    /// Set with the wake-up and cleared by the drain, so a busy loop can look between two
+    /// connections: a message (a commit's notice, a session's work) then waits for one
+    /// connection's turn, not for every connection the selector reported.
+    private let hasMail = Atomic<Bool>(false)
     private let threadID = Atomic<UInt>(0)
 
     // Loop-confined state.
@@ -88,6 +92,7 @@ final class EventLoop: @unchecked Sendable {
             inbox.messages.append(message)
             guard !inbox.wakePending else { return (nil, false) }
             inbox.wakePending = true
+            hasMail.store(true, ordering: .releasing)
             // Counted under the lock, so a teardown that closes the inbox after this waits for it.
             wakersInFlight.add(1, ordering: .acquiring)
             return (nil, true)
@@ -110,6 +115,7 @@ final class EventLoop: @unchecked Sendable {
         inbox.withLock { inbox in
             swap(&inbox.messages, &spareMessages)
             inbox.wakePending = false
+            hasMail.store(false, ordering: .relaxed)
         }
         for message in spareMessages { handle(message) }
         spareMessages.removeAll(keepingCapacity: spareMessages.capacity <= 1024)
@@ -186,7 +192,11 @@ final class EventLoop: @unchecked Sendable {
                 // (a request handled in place can be long) would only hold the stop up.
                 case _ where isHalting: break
                 case Self.listenToken: acceptConnections()
-                default: handle(readiness, token: token)
+                default:
+                    // Mail first: what was posted before this connection's bytes arrived (the
+                    // notice that made an answer durable) takes effect before its request does.
+                    if hasMail.load(ordering: .acquiring) { drainInbox() }
+                    handle(readiness, token: token)
                 }
             }
             if !ready { now = MonotonicClock.now() }
