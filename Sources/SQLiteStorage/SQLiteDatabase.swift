@@ -84,6 +84,9 @@ final class SQLiteDatabase {
         }
     }
 
+    /// The rowid of the row the last `INSERT` made.
+    var lastInsertedRow: Int64 { sqlite3_last_insert_rowid(handle) }
+
     /// The single integer a query returns (a pragma, a count).
     func integer(_ sql: String, _ values: [SQLiteValue] = []) throws(Failure) -> Int {
         var result = 0

@@ -10,13 +10,16 @@
 /// their events are within the event buffer's bounds (clients resume from them), so what a
 /// restart replays stays short and the file does not grow with a session's age.
 ///
+/// The journal has no index on the session: every row a commit adds lands on the table's last
+/// page, and which rows are whose is kept in memory (`JournalIndex`).
+///
 /// Rowid tables throughout: state and event blobs can be large, and SQLite keeps large rows
 /// better out of a clustered (WITHOUT ROWID) index.
 enum SQLiteSchema {
     /// `PRAGMA application_id`: the bytes "navd", so a stranger's database is refused.
     static let applicationID = 0x6E61_7664
     /// `PRAGMA user_version`: bumped by every change to the tables below.
-    static let version = 2
+    static let version = 3
 
     /// Run once, in a transaction, on an empty file.
     static let create = """
@@ -58,7 +61,6 @@ enum SQLiteSchema {
             event_bytes INTEGER NOT NULL,
             bytes_through INTEGER NOT NULL
         );
-        CREATE INDEX journal_by_session ON journal (session, ordinal);
         """
 
     /// Brings a file of an older schema up to `version`, in the caller's transaction.
@@ -68,9 +70,11 @@ enum SQLiteSchema {
             // Version 1 kept transactions and events in two tables. Each kept event becomes a row
             // with nothing to replay (version 0, below every snapshot), and each transaction a row
             // after them with no events of its own; loading puts events back in order. An event
-            // whose data is not JSON could not be sent again: it is left behind.
+            // whose data is not JSON could not be sent again: it is left behind. The index lives
+            // only as long as the copy needs it.
             """
             \(journal)
+            CREATE INDEX journal_by_session ON journal (session, ordinal);
             INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes, bytes_through)
                 SELECT session, 0, sequence, 0, x'', NULL,
                        json_array(json_array(sequence, kind, json(CAST(data AS TEXT)))), length(data),
@@ -82,6 +86,13 @@ enum SQLiteSchema {
                 FROM transactions ORDER BY ordinal;
             DROP TABLE transactions;
             DROP TABLE events;
+            DROP INDEX journal_by_session;
+            PRAGMA user_version = \(version);
+            """
+        case 2:
+            // Version 2 indexed the journal by session.
+            """
+            DROP INDEX journal_by_session;
             PRAGMA user_version = \(version);
             """
         default:

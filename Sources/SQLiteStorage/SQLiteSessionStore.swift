@@ -41,9 +41,15 @@ public final class SQLiteSessionStore: SessionStorage {
         }
     }
 
+    /// The open database and what is kept beside it, behind one lock.
+    private struct Open {
+        let database: SQLiteDatabase
+        var journal = JournalIndex()
+    }
+
     public let path: String
     private let retention: EventRetention
-    private let database: Mutex<SQLiteDatabase?>
+    private let open: Mutex<Open?>
     private let writer = GroupCommit(label: "navd.store.writer")
     private let counters = Mutex(StorageStatistics())
 
@@ -79,7 +85,7 @@ public final class SQLiteSessionStore: SessionStorage {
         do {
             let database = try SQLiteDatabase(path: path)
             try Self.prepare(database, path: path)
-            self.database = Mutex(database)
+            self.open = Mutex(Open(database: database))
         } catch let failure as SQLiteDatabase.Failure {
             throw .cannotOpen(failure.isBusy ? "\(path) is in use by another process" : "\(path): \(failure)")
         } catch let error as StorageError {
@@ -142,24 +148,76 @@ public final class SQLiteSessionStore: SessionStorage {
     // MARK: - Loading
 
     public func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
+        // The journal first, whole and in order: it is where the index of its rows comes from.
+        var history = try open.withLock { open -> Result<[String: History], StorageError> in
+            guard var current = open.take() else { return .failure(.unavailable("the store is closed")) }
+            defer { open = current }
+            return Self.reading { () throws(SQLiteDatabase.Failure) in try Self.readJournal(into: &current) }
+        }.get()
+        let retention = retention
         let failed = try SessionPage.readAll({ cursor throws(StorageError) in
-            try database.withLock { database -> Result<SessionPage, StorageError> in
-                guard let database else { return .failure(.unavailable("the store is closed")) }
-                do throws(SQLiteDatabase.Failure) {
-                    return .success(try Self.page(after: cursor, from: database, retention: retention))
-                } catch {
-                    return .failure(error.isDiskProblem ? .unavailable(error.description) : .cannotOpen(error.description))
+            try open.withLock { open -> Result<SessionPage, StorageError> in
+                guard let database = open?.database else { return .failure(.unavailable("the store is closed")) }
+                return Self.reading { () throws(SQLiteDatabase.Failure) in
+                    try Self.page(after: cursor, from: database, history: &history, retention: retention)
                 }
             }.get()
         }, each)
         // The pages read for recovery are not needed again: the sessions live in memory.
-        database.withLock { database in _ = try? database?.execute("PRAGMA shrink_memory") }
+        open.withLock { open in _ = try? open?.database.execute("PRAGMA shrink_memory") }
         return failed
     }
 
-    private static func page(after cursor: String, from database: SQLiteDatabase, retention: EventRetention) throws(SQLiteDatabase.Failure) -> SessionPage {
+    /// What reading came to: a failure that is the disk's makes the store unavailable, any
+    /// other means the file cannot be read.
+    private static func reading<Value>(_ body: () throws(SQLiteDatabase.Failure) -> Value) -> Result<Value, StorageError> {
+        do throws(SQLiteDatabase.Failure) {
+            return .success(try body())
+        } catch {
+            return .failure(error.isDiskProblem ? .unavailable(error.description) : .cannotOpen(error.description))
+        }
+    }
+
+    /// What the journal holds for one session, as a start reads it.
+    private struct History {
+        var transactions: [SessionTransaction] = []
+        var events: [StoredEvent] = []
+        /// A row whose events are not JSON, which navd did not write: the session fails alone.
+        var unreadable = false
+    }
+
+    private static func readJournal(into open: inout Open) throws(SQLiteDatabase.Failure) -> [String: History] {
+        open.journal.reset()
+        var history: [String: History] = [:]
+        var journal = JournalIndex()
+        try open.database.run("""
+            SELECT session, version, last_sequence, next_serial, patch, extras, json_valid(events), ordinal, bytes_through
+            FROM journal ORDER BY ordinal
+            """) { row in
+            let id = row.text(0)
+            let lastSequence = row.integer(2)
+            journal.append(.init(ordinal: Int64(row.integer(7)), lastSequence: lastSequence, bytesThrough: row.integer(8)), of: id)
+            if row.integer(6) == 0 { history[id, default: History()].unreadable = true }
+            history[id, default: History()].transactions.append(SessionTransaction(
+                version: row.integer(1), lastSequence: lastSequence, nextSerial: row.integer(3),
+                statePatch: row.blob(4), events: [], extras: row.isNull(5) ? nil : row.blob(5)))
+        }
+        try open.database.run("""
+            SELECT journal.session, event.value ->> 0, event.value ->> 1, event.value -> 2
+            FROM journal, json_each(journal.events) AS event
+            WHERE json_valid(journal.events)
+            """) { row in
+            // In no particular order: each session's events are sorted by id when it is loaded.
+            history[row.text(0), default: History()].events.append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.blob(3)))
+        }
+        journal.keepChanges()
+        open.journal = journal
+        return history
+    }
+
+    private static func page(after cursor: String, from database: SQLiteDatabase, history: inout [String: History],
+                             retention: EventRetention) throws(SQLiteDatabase.Failure) -> SessionPage {
         var page = SessionPage()
-        var rows: [(SessionRecord, SessionSnapshot)] = []
         try database.run("""
             SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
             FROM sessions WHERE id > ? ORDER BY id LIMIT \(SessionPage.size)
@@ -167,45 +225,17 @@ public final class SQLiteSessionStore: SessionStorage {
             let id = row.text(0)
             page.last = id
             let tokenHash = row.blob(1)
-            guard tokenHash.count == TokenHash.byteCount else {
+            let journal = history.removeValue(forKey: id) ?? History()
+            guard tokenHash.count == TokenHash.byteCount, !journal.unreadable else {
                 page.failed.append(id)
                 return
             }
-            rows.append((SessionRecord(id: id, tokenHash: tokenHash, feature: row.text(2), created: row.real(3)),
-                         SessionSnapshot(version: row.integer(4), lastSequence: row.integer(5), nextSerial: row.integer(6),
-                                         state: row.blob(7), tree: row.blob(8), extras: row.blob(9))))
-        }
-        guard let last = page.last else { return page }
-        let range: [SQLiteValue] = [.text(cursor), .text(last)]
-        // Rows whose events are not JSON were not written by navd: their sessions fail alone.
-        var unreadable = Set<String>()
-        var transactions: [String: [SessionTransaction]] = [:]
-        try database.run("""
-            SELECT session, version, last_sequence, next_serial, patch, extras, json_valid(events) FROM journal
-            WHERE session > ? AND session <= ? ORDER BY session, ordinal
-            """, range) { row in
-            if row.integer(6) == 0 { unreadable.insert(row.text(0)) }
-            transactions[row.text(0), default: []].append(SessionTransaction(
-                version: row.integer(1), lastSequence: row.integer(2), nextSerial: row.integer(3),
-                statePatch: row.blob(4), events: [], extras: row.isNull(5) ? nil : row.blob(5)))
-        }
-        var events: [String: [StoredEvent]] = [:]
-        try database.run("""
-            SELECT journal.session, event.value ->> 0, event.value ->> 1, event.value -> 2
-            FROM journal, json_each(journal.events) AS event
-            WHERE journal.session > ? AND journal.session <= ? AND json_valid(journal.events)
-            """, range) { row in
-            // In no particular order: each session's events are sorted by id below.
-            events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.blob(3)))
-        }
-        for (record, snapshot) in rows {
-            guard !unreadable.contains(record.id) else {
-                page.failed.append(record.id)
-                continue
-            }
+            let record = SessionRecord(id: id, tokenHash: tokenHash, feature: row.text(2), created: row.real(3))
+            let snapshot = SessionSnapshot(version: row.integer(4), lastSequence: row.integer(5), nextSerial: row.integer(6),
+                                           state: row.blob(7), tree: row.blob(8), extras: row.blob(9))
             // Rows at or below the snapshot are kept only for their events.
-            let replay = (transactions[record.id] ?? []).filter { $0.version > snapshot.version }
-            let kept = retention.keep((events[record.id] ?? []).sorted { $0.sequence < $1.sequence })
+            let replay = journal.transactions.filter { $0.version > snapshot.version }
+            let kept = retention.keep(journal.events.sorted { $0.sequence < $1.sequence })
             page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay, keptEvents: kept))
         }
         return page
@@ -222,20 +252,23 @@ public final class SQLiteSessionStore: SessionStorage {
     /// Every request is written: one node owns every session, so nothing is fenced.
     private func commitTogether(_ requests: [[StoreWrite]]) -> Result<[Bool], StorageError> {
         let started = ContinuousClock.now
-        let result = database.withLock { database -> Result<[Bool], StorageError> in
-            guard let database else { return .failure(.unavailable("the store is closed")) }
+        let result = open.withLock { open -> Result<[Bool], StorageError> in
+            guard var current = open.take() else { return .failure(.unavailable("the store is closed")) }
+            defer { open = current }
             do throws(SQLiteDatabase.Failure) {
-                try database.execute("BEGIN IMMEDIATE")
+                try current.database.run("BEGIN IMMEDIATE")
                 do throws(SQLiteDatabase.Failure) {
                     for request in requests {
-                        for write in request { try apply(write, to: database) }
+                        for write in request { try apply(write, to: &current) }
                     }
-                    try database.execute("COMMIT")
+                    try current.database.run("COMMIT")
                 } catch {
-                    try? database.execute("ROLLBACK")
+                    try? current.database.execute("ROLLBACK")
+                    current.journal.discardChanges()
                     throw error
                 }
-                giveBackFreePages(database)
+                current.journal.keepChanges()
+                giveBackFreePages(current.database)
                 return .success(Array(repeating: true, count: requests.count))
             } catch {
                 return .failure(.unavailable(error.description))
@@ -245,7 +278,8 @@ public final class SQLiteSessionStore: SessionStorage {
         return result
     }
 
-    private func apply(_ write: StoreWrite, to database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
+    private func apply(_ write: StoreWrite, to open: inout Open) throws(SQLiteDatabase.Failure) {
+        let database = open.database
         switch write {
         case .create(let record, let snapshot):
             try database.run("""
@@ -253,18 +287,21 @@ public final class SQLiteSessionStore: SessionStorage {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, [.text(record.id), .blob(record.tokenHash), .text(record.feature), .real(record.created)] + Self.values(snapshot))
         case .transaction(let id, let transaction):
+            let eventBytes = transaction.events.reduce(0) { $0 + $1.data.count }
+            let bytesThrough = open.journal.bytesThrough(of: id) + eventBytes
             try database.run("""
                 INSERT INTO journal (session, version, last_sequence, next_serial, patch, extras, events, event_bytes, bytes_through)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-                        ?8 + coalesce((SELECT bytes_through FROM journal WHERE session = ?1 ORDER BY ordinal DESC LIMIT 1), 0))
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, [.text(id), .integer(transaction.version), .integer(transaction.lastSequence), .integer(transaction.nextSerial),
                       .blob(transaction.statePatch), transaction.extras.map { .blob($0) } ?? .null,
-                      .utf8(Self.eventArray(transaction.events)), .integer(transaction.events.reduce(0) { $0 + $1.data.count })])
+                      .utf8(Self.eventArray(transaction.events)), .integer(eventBytes), .integer(bytesThrough)])
+            open.journal.append(.init(ordinal: database.lastInsertedRow, lastSequence: transaction.lastSequence, bytesThrough: bytesThrough), of: id)
         case .snapshot(let id, let snapshot):
             try database.run("""
                 UPDATE sessions SET version = ?, last_sequence = ?, next_serial = ?, state = ?, tree = ?, extras = ? WHERE id = ?
                 """, Self.values(snapshot) + [.text(id)])
-            try trimJournal(of: id, through: snapshot.lastSequence, in: database)
+            // After a snapshot, the rows it covers are needed only for their events.
+            try deleteRows(open.journal.trim(id, eventsThrough: snapshot.lastSequence, keeping: retention), from: database)
         case .fence:
             // Never sent to a store of one node (it hands out no epochs); nothing to check.
             break
@@ -272,24 +309,12 @@ public final class SQLiteSessionStore: SessionStorage {
             try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
         case .delete(let id):
             try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])
-            try database.run("DELETE FROM journal WHERE session = ?", [.text(id)])
+            try deleteRows(open.journal.remove(id), from: database)
         }
     }
 
-    /// After a snapshot, the rows it covers are needed only for their events: a row goes once
-    /// every event in it is outside the event buffer, by count or by bytes. Both bounds only ever
-    /// move forward, so what goes is everything before the first row still inside both, found
-    /// from the oldest end: the cost is the rows deleted, not the rows kept. Loading trims the
-    /// events exactly (`EventRetention.keep`); this only has to never drop one the buffer keeps.
-    private func trimJournal(of id: String, through last: Int, in database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
-        try database.run("""
-            DELETE FROM journal WHERE session = ?1 AND ordinal < coalesce((
-                SELECT ordinal FROM journal
-                WHERE session = ?1 AND last_sequence > ?2
-                  AND bytes_through > (SELECT bytes_through FROM journal WHERE session = ?1 ORDER BY ordinal DESC LIMIT 1) - ?3
-                ORDER BY ordinal LIMIT 1
-            ), 9223372036854775807)
-            """, [.text(id), .integer(last - retention.count), .integer(retention.bytes)])
+    private func deleteRows(_ ordinals: [Int64], from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
+        for ordinal in ordinals { try database.run("DELETE FROM journal WHERE ordinal = ?", [.integer(Int(ordinal))]) }
     }
 
     /// A batch's events as the journal keeps them: `[[sequence, "kind", data], …]`. `data` is
@@ -361,10 +386,10 @@ public final class SQLiteSessionStore: SessionStorage {
 
     public func close() {
         writer.close()
-        database.withLock { database in
+        open.withLock { open in
             // Folds the log into the database so the next start reads one file.
-            try? database?.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            database = nil
+            try? open?.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            open = nil
         }
     }
 }

@@ -216,6 +216,73 @@ import Testing
         #expect(try upgradedFile.integer("PRAGMA user_version") == SQLiteSchema.version)
     }
 
+    /// Which rows are whose lives in memory, rebuilt at a start: a snapshot and a deletion after a
+    /// reopen find the rows written before it.
+    @Test func rowsWrittenBeforeAReopenAreTrimmedAndDeletedAfterIt() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("b"), snapshot(version: 0, last: 0))])
+        for version in 1...12 {
+            try commit(store, [.transaction(id: "a", transaction(version: version, events: version...version)),
+                               .transaction(id: "b", transaction(version: version, events: version...version))])
+        }
+        store.close()
+        store = try open()
+        _ = try store.loadAll()
+        try commit(store, [.snapshot(id: "a", snapshot(version: 12, last: 12, state: #"{"count":12}"#)),
+                           .transaction(id: "a", transaction(version: 13, events: 13...13))])
+        try commit(store, [.delete(id: "b")])
+        store.close()
+        #expect(try rowCounts() == [1, 9], "a: rows 5…13 kept for the buffer of eight; b: none")
+        let a = try #require(try open().loadAll().sessions.first)
+        #expect(a.events.map(\.sequence) == Array(6...13))
+        #expect(a.transactions == [transaction(version: 13, events: 13...13)])
+    }
+
+    /// A commit that fails takes back what it told the index: the bytes it counted would
+    /// otherwise make the next snapshot drop events the buffer keeps.
+    @Test func aFailedCommitLeavesTheIndexAsTheFileIs() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let retention = SQLiteSessionStore.EventRetention(count: 100, bytes: 3000)
+        let store = try open(retention)
+        let event = "\"" + String(repeating: "x", count: 998) + "\""  // 1000 bytes
+        let huge = "\"" + String(repeating: "y", count: 9998) + "\""
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        for version in 1...3 {
+            try commit(store, [.transaction(id: "a", transaction(version: version, events: version...version, data: event))])
+        }
+        // One request: its transaction is written, then its create fails (the id exists), so none of it is.
+        #expect(throws: StorageError.self) {
+            try commit(store, [.transaction(id: "a", transaction(version: 4, events: 4...4, data: huge)),
+                               .create(record("a"), snapshot(version: 0, last: 0))])
+        }
+        try commit(store, [.transaction(id: "a", transaction(version: 4, events: 4...4, data: event)),
+                           .snapshot(id: "a", snapshot(version: 4, last: 4))])
+        store.close()
+        #expect(try rowCounts() == [1, 3], "rows 2…4 hold the newest 3,000 bytes")
+        let a = try #require(try open(retention).loadAll().sessions.first)
+        #expect(a.events.map(\.sequence) == [2, 3, 4])
+    }
+
+    /// Version 2 indexed the journal by session; the upgrade drops the index and keeps the rows.
+    @Test func aVersionTwoStoreLosesItsIndexAndKeepsItsSessions() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)),
+                           .transaction(id: "a", transaction(version: 1, events: 1...2))])
+        store.close()
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try SQLiteDatabase(path: file).execute("CREATE INDEX journal_by_session ON journal (session, ordinal); PRAGMA user_version = 2")
+        store = try open()
+        let a = try #require(try store.loadAll().sessions.first)
+        store.close()
+        #expect(a.transactions == [transaction(version: 1, events: 1...2)])
+        #expect(a.events.map(\.sequence) == [1, 2])
+        let upgraded = try SQLiteDatabase(path: file)
+        #expect(try upgraded.integer("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'journal_by_session'") == 0)
+        #expect(try upgraded.integer("PRAGMA user_version") == SQLiteSchema.version)
+    }
+
     @Test func aFileThatIsNotNavdsIsRefused() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
