@@ -411,9 +411,12 @@ final class APIHandler: HTTPHandler {
             // durable, straight from the store's notice; no task, no continuation.
             return session.isolated { session in
                 do throws(NavigationError) {
-                    session.whenDurable(try change(session)) { result in
+                    let outcome = try change(session)
+                    // Made here, on the session's loop, so the store's thread only says when.
+                    let response = Self.outcomeResponse(outcome)
+                    session.whenDurable(outcome, on: answer.executor) { result in
                         switch result {
-                        case .success(let outcome): answer.send(Self.outcomeResponse(outcome))
+                        case .success: answer.send(response)
                         case .failure(let error): fail(error)
                         }
                     }

@@ -1,3 +1,4 @@
+import Dispatch
 import Features
 @testable import NavigationCore
 import Synchronization
@@ -208,6 +209,102 @@ final class MemoryJournal: SessionJournal {
         timeout.cancel()
         #expect(try await session.durable(next).version == 1)
         #expect(await session.describe().state["count"] == -1)
+    }
+
+    /// What an answer registered for, as it arrived: the version or the error, and whether it
+    /// ran on the executor it asked for.
+    private final class Answers: Sendable {
+        let executor = SerialQueueExecutor(label: "answers")
+        private let arrived = Mutex<[(Result<Int, NavigationError>, onExecutor: Bool)]>([])
+        var all: [(Result<Int, NavigationError>, onExecutor: Bool)] { arrived.withLock { $0 } }
+
+        func register(_ outcome: NavigationSession.Outcome, on session: NavigationSession) async {
+            await session.whenDurable(outcome, on: executor) { [self] result in
+                arrived.withLock { $0.append((result.map(\.version), executor.isCurrent)) }
+            }
+        }
+
+        func wait(for count: Int) async throws {
+            for _ in 0..<500 where all.count < count { try await Task.sleep(for: .milliseconds(2)) }
+        }
+    }
+
+    /// An answer comes from the store's notice of the write that carries its change, on the
+    /// executor it asked for, while the session's own executor is busy: a commit's answers do
+    /// not wait for the session's turn. The session catches up after.
+    @Test func anAnswerComesFromTheWritesNoticeWithoutTheSessionsTurn() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        journal.set(.hold)
+        let outcome = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        let answers = Answers()
+        await answers.register(outcome, on: harness.session)
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(answers.all.isEmpty, "not answered before the write is durable")
+
+        let busy = DispatchSemaphore(value: 0)
+        harness.session.executor.execute { busy.wait() }
+        journal.release(success: true)
+        try await answers.wait(for: 1)
+        let answered = answers.all
+        busy.signal()
+        #expect(answered.count == 1)
+        #expect((try? answered.first?.0.get()) == 1)
+        #expect(answered.first?.onExecutor == true)
+        try await settle(harness.session)
+        #expect(harness.collector.take().joined().map(\.sequence) == [1], "published once the session had its turn")
+    }
+
+    /// A write the store refuses answers its request with `storageUnavailable`, from the notice
+    /// too, and the session rolls back; an answer asked for after the rollback is refused at once.
+    @Test func aRefusedWriteAnswersStorageUnavailableAndAnswersAfterTheRollbackAreRefused() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        journal.set(.hold)
+        let outcome = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        let answers = Answers()
+        await answers.register(outcome, on: harness.session)
+        journal.release(success: false)
+        try await answers.wait(for: 1)
+        try await settle(harness.session)
+        await answers.register(outcome, on: harness.session)
+        try await answers.wait(for: 2)
+        let answered = answers.all
+        #expect(answered.count == 2)
+        for (result, onExecutor) in answered {
+            #expect(throws: NavigationError.storageUnavailable) { try result.get() }
+            #expect(onExecutor)
+        }
+        #expect(await harness.session.describe().state["count"] == 0)
+    }
+
+    /// Two batches in flight: each request is answered by its own write's notice. A later
+    /// write's success says the earlier ones are durable too (the journal's contract), so its
+    /// request need not wait for theirs; an answer asked for once the write is settled comes
+    /// at once.
+    @Test func eachRequestIsAnsweredByItsOwnWritesNotice() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        journal.set(.hold)
+        let first = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        let second = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        let answers = Answers()
+        await answers.register(second, on: harness.session)
+        await answers.register(first, on: harness.session)
+        #expect(journal.heldCount == 2)
+        journal.complete(1, success: true)
+        try await answers.wait(for: 1)
+        #expect(answers.all.compactMap { try? $0.0.get() } == [2])
+        journal.complete(0, success: true)
+        try await answers.wait(for: 2)
+        #expect(answers.all.compactMap { try? $0.0.get() } == [2, 1])
+        try await settle(harness.session)
+        await answers.register(first, on: harness.session)
+        try await answers.wait(for: 3)
+        #expect(answers.all.compactMap { try? $0.0.get() } == [2, 1, 1])
     }
 
     @Test func eventsArePublishedAndAnsweredOnlyOnceDurable() async throws {

@@ -58,7 +58,7 @@ import Testing
                     return done.resume(returning: -1)
                 }
                 let called = Atomic<Int>(-1)
-                session.whenDurable(outcome) { called.store((try? $0.get().version) ?? -2, ordering: .relaxed) }
+                session.whenDurable(outcome, on: session.executor) { called.store((try? $0.get().version) ?? -2, ordering: .relaxed) }
                 done.resume(returning: called.load(ordering: .relaxed))
             }
         }

@@ -397,19 +397,40 @@ public actor NavigationSession {
     /// Waits until what `outcome` changed is durable. Without a journal, at once.
     public func durable(_ outcome: Outcome) async throws(NavigationError) -> Outcome {
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<Outcome, NavigationError>, Never>) in
-            whenDurable(outcome) { done.resume(returning: $0) }
+            whenDurable(outcome, on: executor) { done.resume(returning: $0) }
         }
         return try result.get()
     }
 
-    /// Calls `done` on the session's executor once what `outcome` changed is durable: at once
-    /// without a journal, or with `storageUnavailable` when a failed write undid it. A request
-    /// waits this way without a task of its own.
-    public func whenDurable(_ outcome: Outcome, _ done: @escaping @Sendable (Result<Outcome, NavigationError>) -> Void) {
+    /// Calls `done` on `executor` once what `outcome` changed is durable: at once without a
+    /// journal, or with `storageUnavailable` when a failed write undid it. A request waits this
+    /// way without a task of its own.
+    ///
+    /// The answer comes from the store's own notice of the write that carries the change, not
+    /// from the session hearing of it: that would put a hop to the session's loop, and the wait
+    /// for the loop's turn, between every commit and its answers. The notice is enough: a
+    /// journal makes a write durable only after every earlier one, and fails every later write
+    /// of the generation once one fails (`SessionJournal`). What the client does next still
+    /// finds the session caught up: the session's own notice is queued on its loop before any
+    /// answer is sent, and a loop takes its queued work before a connection's next request.
+    public func whenDurable(_ outcome: Outcome, on executor: any SessionExecutor,
+                            _ done: @escaping @Sendable (Result<Outcome, NavigationError>) -> Void) {
+        let deliver: @Sendable (Bool) -> Void = { succeeded in
+            done(succeeded ? .success(outcome) : .failure(.storageUnavailable))
+        }
         // A failed write rolled the session back after this change was made: it never happened,
         // and its event ids will be issued again for other changes.
-        guard outcome.rollbacks == rollbacks else { return done(.failure(.storageUnavailable)) }
-        whenDurable(through: outcome.through) { succeeded in done(succeeded ? .success(outcome) : .failure(.storageUnavailable)) }
+        guard outcome.rollbacks == rollbacks else { return Self.run(on: executor) { deliver(false) } }
+        guard let durability, durability.durableSequence < outcome.through else { return Self.run(on: executor) { deliver(true) } }
+        guard let write = durability.inFlight.first(where: { $0.entry.lastSequence >= outcome.through }) else {
+            return whenDurable(through: outcome.through) { succeeded in Self.run(on: executor) { deliver(succeeded) } }
+        }
+        write.notice.whenSettled { succeeded in executor.execute { deliver(succeeded) } }
+    }
+
+    /// Runs `body` in place when the caller is on `executor`, else queued there.
+    private static func run(on executor: any SessionExecutor, _ body: @escaping @Sendable () -> Void) {
+        if executor.isCurrent { body() } else { executor.execute(body) }
     }
 
     private func whenDurable(through sequence: Int, _ done: @escaping @Sendable (Bool) -> Void) {
@@ -422,9 +443,12 @@ public actor NavigationSession {
     private func write(_ entry: JournalEntry, into durability: inout Durability) {
         let number = durability.writesMade
         durability.writesMade += 1
-        durability.inFlight.append(InFlightWrite(number: number, entry: entry))
+        let notice = WriteNotice()
+        durability.inFlight.append(InFlightWrite(number: number, entry: entry, notice: notice))
         durability.journal.write([entry], generation: rollbacks) { [weak self] success in
+            // The session first, so that it has caught up by the time anyone is answered.
             self?.afterThisTurn { $0.written(number, success: success) }
+            notice.settle(success)
         }
     }
 
@@ -691,7 +715,45 @@ private struct Durability {
 private struct InFlightWrite {
     let number: Int
     let entry: JournalEntry
+    /// What the store said, for the requests that wait on this write from outside the session.
+    let notice: WriteNotice
     var succeeded: Bool?
+}
+
+/// What became of one write, as the store tells it (on the store's thread): whoever registers
+/// before hears then, whoever registers after hears at once.
+private final class WriteNotice: Sendable {
+    private enum State {
+        case pending([@Sendable (Bool) -> Void])
+        case settled(Bool)
+    }
+
+    private let state = Mutex(State.pending([]))
+
+    func whenSettled(_ body: @escaping @Sendable (Bool) -> Void) {
+        let settled = state.withLock { state -> Bool? in
+            switch state {
+            case .pending(var bodies):
+                // Taken out while it grows, so the array is not copied.
+                state = .pending([])
+                bodies.append(body)
+                state = .pending(bodies)
+                return nil
+            case .settled(let succeeded):
+                return succeeded
+            }
+        }
+        if let settled { body(settled) }
+    }
+
+    func settle(_ succeeded: Bool) {
+        let bodies = state.withLock { state -> [@Sendable (Bool) -> Void] in
+            guard case .pending(let bodies) = state else { return [] }
+            state = .settled(succeeded)
+            return bodies
+        }
+        for body in bodies { body(succeeded) }
+    }
 }
 
 /// A request waiting for its batch to be durable.
