@@ -1,10 +1,55 @@
 import Foundation
+import SessionStorage
 import SQLiteStorage
+import Synchronization
 import Testing
 import TestSupport
 
+/// A store whose completions can be held back and released from another thread.
+final class GatedStore: SessionStorage {
+    let inner: SQLiteSessionStore
+    private let gate = Mutex<(closed: Bool, held: [@Sendable () -> Void])>((false, []))
+    /// Held completions are then reported as failures (the store refused the write).
+    let failHeld = Atomic<Bool>(false)
+
+    init(_ inner: SQLiteSessionStore) { self.inner = inner }
+
+    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(each) }
+    func close() { inner.close() }
+    func statistics() -> StorageStatistics { inner.statistics() }
+
+    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
+                completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        inner.commit(writes, admissible: admissible) { [self] result in
+            let failing = failHeld.load(ordering: .relaxed)
+            let run: @Sendable () -> Void = { completion(failing ? .failure(.unavailable("injected")) : result) }
+            let held = gate.withLock { gate -> Bool in
+                guard gate.closed else { return false }
+                gate.held.append(run)
+                return true
+            }
+            if !held { completion(result) }
+        }
+    }
+
+    func hold() { gate.withLock { $0.closed = true } }
+    var heldCount: Int { gate.withLock { $0.held.count } }
+
+    /// Runs the held completions on a thread of its own, as a store's writer would.
+    func release() {
+        let held = gate.withLock { gate -> [@Sendable () -> Void] in
+            gate.closed = false
+            defer { gate.held = [] }
+            return gate.held
+        }
+        Thread.detachNewThread { for run in held { run() } }
+    }
+}
+
 /// A durable change is answered straight from the store's notice, before the session's loop has
-/// heard of it; what the client asks next must still find the session caught up.
+/// heard of it; what the client asks next must still find the session caught up. (The pipelined
+/// cases were found by an adversarial review: an answer from a write the store had settled
+/// before its request asked overtook the session's own notice.)
 @Suite(.serialized) struct DurableAnswerTests {
     /// After each 200, a stream opened at once, on a fresh connection (on either loop), starts
     /// from a snapshot of that very version, with the answer's last event id.
@@ -27,6 +72,107 @@ import TestSupport
             #expect(snapshot.id == answer.json["events"]?.arrayValue?.last?["id"]?.intValue, "round \(round)")
             #expect(snapshot.data["version"] == answer.json["version"], "round \(round)")
         }
+        await server.stop()
+        store.close()
+    }
+
+    /// A no-op change whose `through` is another request's write that the store has just
+    /// settled, answered on the session's own loop, with a stream request pipelined behind it:
+    /// the stream must start from (at least) the version the 200 reported.
+    @Test func aStreamPipelinedAfterANoOpAnswerShowsTheVersionItReported() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-race-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = GatedStore(try SQLiteSessionStore(directory: directory, retention: .init(count: 1024, bytes: 1 << 24)))
+        let server = try await TestServer(storage: store) { $0.sessionLimits.maxStringBytes = 1 << 20 }
+        let big = String(repeating: "b", count: 1000)
+        let padding = String(repeating: " ", count: 1_000_000)
+        var violations: [String] = []
+        var delays = 0
+        for attempt in 0..<8 {
+            // Created on `creator`, so the session lives on that connection's loop.
+            let creator = try server.client()
+            let created = try await creator.request("POST", "/sessions", json: #"{"feature":"counter","state":{"count":0,"destination":{"fact":{"value":"\#(big)"}}}}"#)
+            try #require(created.status == 201, "\(created.text.prefix(300))")
+            let id = try #require(created.json["id"]?.stringValue)
+            let token = try #require(created.json["token"]?.stringValue)
+
+            // Another client's change, held by the store.
+            store.hold()
+            let other = try server.client()
+            try await other.send(LoopbackClient.format("POST", "/sessions/\(id)/actions",
+                                                       headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+                                                       body: Array(#"{"target":"root","action":"incrementButtonTapped"}"#.utf8)))
+            for _ in 0..<500 where store.heldCount == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            try #require(store.heldCount == 1)
+
+            // A no-op (the state as it now is) and a stream, pipelined on the session's loop.
+            let put = LoopbackClient.format("PUT", "/sessions/\(id)/state",
+                                            headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+                                            body: Array(#"{"state":{"count":1}\#(padding)}"#.utf8))
+            let stream = LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")])
+            try await creator.send(put + stream)
+            // Released while the loop is still reading and parsing the megabyte of the no-op.
+            let delay = 5 + 5 * (attempt % 4)
+            usleep(UInt32(delay * 1000))
+            store.release()
+            delays += 1
+
+            let answer = try await creator.readResponse()
+            #expect(answer.status == 200, "\(answer.text.prefix(200))")
+            let opened = try await creator.readResponse()
+            #expect(opened.status == 200)
+            let first = try #require(try await creator.readEvents { _ in true }.first)
+            let reported = answer.json["version"]?.intValue ?? -1
+            let shown = first.data["version"]?.intValue ?? -1
+            if first.name != "snapshot" || shown < reported {
+                violations.append("attempt \(attempt) (delay \(delay) ms): 200 said version \(reported), the stream then began with \(first.name) of version \(shown) id \(first.id ?? -1)")
+            }
+            #expect(try await other.readResponse().status == 200)
+        }
+        #expect(violations.isEmpty, "\(violations.count) of \(delays): \(violations.joined(separator: "\n"))")
+        await server.stop()
+        store.close()
+    }
+
+    /// The same, when the store refuses the other client's write: the no-op that depended on it
+    /// is refused (503), and a GET pipelined behind that 503 must not show the refused change.
+    @Test func aGetPipelinedAfterA503DoesNotShowTheRefusedChange() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-race-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = GatedStore(try SQLiteSessionStore(directory: directory, retention: .init(count: 1024, bytes: 1 << 24)))
+        store.failHeld.store(true, ordering: .relaxed)
+        let server = try await TestServer(storage: store)
+        let padding = String(repeating: " ", count: 1_000_000)
+        var dirty: [String] = []
+        for attempt in 0..<8 {
+            let creator = try server.client()
+            let created = try await creator.request("POST", "/sessions", json: #"{"feature":"counter"}"#)
+            try #require(created.status == 201)
+            let id = try #require(created.json["id"]?.stringValue)
+            let token = try #require(created.json["token"]?.stringValue)
+            store.hold()
+            let other = try server.client()
+            try await other.send(LoopbackClient.format("POST", "/sessions/\(id)/actions",
+                                                       headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+                                                       body: Array(#"{"target":"root","action":"incrementButtonTapped"}"#.utf8)))
+            for _ in 0..<500 where store.heldCount == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            try #require(store.heldCount == 1)
+            let put = LoopbackClient.format("PUT", "/sessions/\(id)/state",
+                                            headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+                                            body: Array(#"{"state":{"count":1}\#(padding)}"#.utf8))
+            let get = LoopbackClient.format("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+            try await creator.send(put + get)
+            usleep(UInt32((5 + 5 * (attempt % 4)) * 1000))
+            store.release()
+            let answer = try await creator.readResponse()
+            let read = try await creator.readResponse()
+            #expect(try await other.readResponse().status == 503)
+            let count = read.json["state"]?["count"]?.intValue
+            if answer.status == 503 && count != 0 {
+                dirty.append("attempt \(attempt): no-op answered 503, then GET showed count \(count ?? -1) version \(read.json["version"]?.intValue ?? -1)")
+            }
+        }
+        #expect(dirty.isEmpty, "\(dirty.count) of 8: \(dirty.joined(separator: "\n"))")
         await server.stop()
         store.close()
     }

@@ -412,7 +412,10 @@ public actor NavigationSession {
     /// journal makes a write durable only after every earlier one, and fails every later write
     /// of the generation once one fails (`SessionJournal`). What the client does next still
     /// finds the session caught up: the session's own notice is queued on its loop before any
-    /// answer is sent, and a loop takes its queued work before a connection's next request.
+    /// answer from the store's, and a write the store has settled already (a request that
+    /// changed nothing, covered by an earlier one; a refusal quicker than the request) is
+    /// answered the old way, after the session has heard of it, since an answer queued on the
+    /// loop from here would run before the notice waiting in the loop's inbox.
     public func whenDurable(_ outcome: Outcome, on executor: any SessionExecutor,
                             _ done: @escaping @Sendable (Result<Outcome, NavigationError>) -> Void) {
         let deliver: @Sendable (Bool) -> Void = { succeeded in
@@ -425,7 +428,10 @@ public actor NavigationSession {
         guard let write = durability.inFlight.first(where: { $0.entry.lastSequence >= outcome.through }) else {
             return whenDurable(through: outcome.through) { succeeded in Self.run(on: executor) { deliver(succeeded) } }
         }
-        write.notice.whenSettled { succeeded in executor.execute { deliver(succeeded) } }
+        let waiting = write.notice.whenSettled { succeeded in executor.execute { deliver(succeeded) } }
+        if !waiting {
+            whenDurable(through: outcome.through) { succeeded in Self.run(on: executor) { deliver(succeeded) } }
+        }
     }
 
     /// Runs `body` in place when the caller is on `executor`, else queued there.
@@ -720,39 +726,23 @@ private struct InFlightWrite {
     var succeeded: Bool?
 }
 
-/// What became of one write, as the store tells it (on the store's thread): whoever registers
-/// before hears then, whoever registers after hears at once.
+/// What became of one write, as the store tells it (on the store's thread), to whoever
+/// registered before it did.
 private final class WriteNotice: Sendable {
-    private enum State {
-        case pending([@Sendable (Bool) -> Void])
-        case settled(Bool)
-    }
+    /// Who waits for the notice; nil once it came.
+    private let waiting = Mutex<[@Sendable (Bool) -> Void]?>([])
 
-    private let state = Mutex(State.pending([]))
-
-    func whenSettled(_ body: @escaping @Sendable (Bool) -> Void) {
-        let settled = state.withLock { state -> Bool? in
-            switch state {
-            case .pending(var bodies):
-                // Taken out while it grows, so the array is not copied.
-                state = .pending([])
-                bodies.append(body)
-                state = .pending(bodies)
-                return nil
-            case .settled(let succeeded):
-                return succeeded
-            }
+    /// Registers `body` for the store's notice; false, without it, when the notice came already.
+    func whenSettled(_ body: @escaping @Sendable (Bool) -> Void) -> Bool {
+        waiting.withLock { waiting in
+            guard waiting != nil else { return false }
+            waiting?.append(body)
+            return true
         }
-        if let settled { body(settled) }
     }
 
     func settle(_ succeeded: Bool) {
-        let bodies = state.withLock { state -> [@Sendable (Bool) -> Void] in
-            guard case .pending(let bodies) = state else { return [] }
-            state = .settled(succeeded)
-            return bodies
-        }
-        for body in bodies { body(succeeded) }
+        for body in waiting.withLock({ $0.take() }) ?? [] { body(succeeded) }
     }
 }
 
