@@ -26,6 +26,10 @@ struct JournalIndex {
     private var rows: [String: [Row]] = [:]
     private var undo: [Undo] = []
 
+    func hasRows(_ id: String) -> Bool {
+        rows[id] != nil
+    }
+
     /// The running total a session's next row starts from.
     func bytesThrough(of id: String) -> Int {
         rows[id]?.last?.bytesThrough ?? 0

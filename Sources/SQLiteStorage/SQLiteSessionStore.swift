@@ -134,7 +134,7 @@ public final class SQLiteSessionStore: SessionStorage {
                 }
                 try database.execute(migration)
             }
-            // Rows a session's last writes left after its deletion in the same batch window.
+            // Rows an older navd kept for sessions deleted while their last writes were on the way.
             try database.execute("""
                 DELETE FROM journal WHERE session NOT IN (SELECT id FROM sessions);
                 COMMIT;
@@ -287,6 +287,11 @@ public final class SQLiteSessionStore: SessionStorage {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, [.text(record.id), .blob(record.tokenHash), .text(record.feature), .real(record.created)] + Self.values(snapshot))
         case .transaction(let id, let transaction):
+            // A batch still on its way when its session was deleted: nothing of it is kept, on
+            // disk or here. Asked only of a session with no rows, which a live one rarely is.
+            if !open.journal.hasRows(id) {
+                guard try database.integer("SELECT count(*) FROM sessions WHERE id = ?", [.text(id)]) > 0 else { return }
+            }
             let eventBytes = transaction.events.reduce(0) { $0 + $1.data.count }
             let bytesThrough = open.journal.bytesThrough(of: id) + eventBytes
             try database.run("""
@@ -301,7 +306,7 @@ public final class SQLiteSessionStore: SessionStorage {
                 UPDATE sessions SET version = ?, last_sequence = ?, next_serial = ?, state = ?, tree = ?, extras = ? WHERE id = ?
                 """, Self.values(snapshot) + [.text(id)])
             // After a snapshot, the rows it covers are needed only for their events.
-            try deleteRows(open.journal.trim(id, eventsThrough: snapshot.lastSequence, keeping: retention), from: database)
+            try deleteRows(open.journal.trim(id, eventsThrough: snapshot.lastSequence, keeping: retention), of: id, from: database)
         case .fence:
             // Never sent to a store of one node (it hands out no epochs); nothing to check.
             break
@@ -309,12 +314,16 @@ public final class SQLiteSessionStore: SessionStorage {
             try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
         case .delete(let id):
             try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])
-            try deleteRows(open.journal.remove(id), from: database)
+            try deleteRows(open.journal.remove(id), of: id, from: database)
         }
     }
 
-    private func deleteRows(_ ordinals: [Int64], from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
-        for ordinal in ordinals { try database.run("DELETE FROM journal WHERE ordinal = ?", [.integer(Int(ordinal))]) }
+    /// Deletes `id`'s rows by ordinal; a row that is someone else's (an ordinal reused after a
+    /// commit the disk failed halfway) is left alone.
+    private func deleteRows(_ ordinals: [Int64], of id: String, from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
+        for ordinal in ordinals {
+            try database.run("DELETE FROM journal WHERE ordinal = ? AND session = ?", [.integer(Int(ordinal)), .text(id)])
+        }
     }
 
     /// A batch's events as the journal keeps them: `[[sequence, "kind", data], …]`. `data` is
