@@ -46,6 +46,21 @@ package func currentThreadID() -> UInt {
     #endif
 }
 
+/// Whether the calling thread runs an event loop: each loop's thread marks itself as it starts.
+enum LoopThreadMark {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    static func markCurrent() {
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
+    }
+
+    static var isCurrent: Bool { pthread_getspecific(key) != nil }
+}
+
 @discardableResult
 package func closeDescriptor(_ fd: Int32) -> Int32 { close(fd) }
 
