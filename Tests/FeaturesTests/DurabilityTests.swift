@@ -61,6 +61,15 @@ final class MemoryJournal: SessionJournal {
 }
 
 @Suite struct DurabilityTests {
+    /// A durable counter session whose journal holds every write until the test settles it.
+    private func heldCounter() async throws -> (Harness, MemoryJournal) {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        journal.set(.hold)
+        return (harness, journal)
+    }
+
     private func settle(_ session: NavigationSession) async throws {
         for _ in 0..<500 where await session.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(2)) }
         #expect(await session.pendingWrites == 0)
@@ -188,10 +197,7 @@ final class MemoryJournal: SessionJournal {
     /// The write fails before the request even asks whether its change is durable: it must be
     /// refused, not left waiting for an event id that the rollback hands to the next change.
     @Test func aChangeRolledBackBeforeItsRequestWaitsIsRefusedAtOnce() async throws {
-        let harness = try await Harness("counter")
-        let journal = MemoryJournal()
-        _ = await harness.session.makeDurable(journal: journal)
-        journal.set(.hold)
+        let (harness, journal) = try await heldCounter()
         let undone = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         journal.release(success: false)
         for _ in 0..<500 where await harness.session.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(2)) }
@@ -233,10 +239,7 @@ final class MemoryJournal: SessionJournal {
     /// executor it asked for, while the session's own executor is busy: a commit's answers do
     /// not wait for the session's turn. The session catches up after.
     @Test func anAnswerComesFromTheWritesNoticeWithoutTheSessionsTurn() async throws {
-        let harness = try await Harness("counter")
-        let journal = MemoryJournal()
-        _ = await harness.session.makeDurable(journal: journal)
-        journal.set(.hold)
+        let (harness, journal) = try await heldCounter()
         let outcome = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         let answers = Answers()
         await answers.register(outcome, on: harness.session)
@@ -259,10 +262,7 @@ final class MemoryJournal: SessionJournal {
     /// A write the store refuses answers its request with `storageUnavailable`, from the notice
     /// too, and the session rolls back; an answer asked for after the rollback is refused at once.
     @Test func aRefusedWriteAnswersStorageUnavailableAndAnswersAfterTheRollbackAreRefused() async throws {
-        let harness = try await Harness("counter")
-        let journal = MemoryJournal()
-        _ = await harness.session.makeDurable(journal: journal)
-        journal.set(.hold)
+        let (harness, journal) = try await heldCounter()
         let outcome = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         let answers = Answers()
         await answers.register(outcome, on: harness.session)
@@ -285,10 +285,7 @@ final class MemoryJournal: SessionJournal {
     /// request need not wait for theirs; an answer asked for once the write is settled comes
     /// at once.
     @Test func eachRequestIsAnsweredByItsOwnWritesNotice() async throws {
-        let harness = try await Harness("counter")
-        let journal = MemoryJournal()
-        _ = await harness.session.makeDurable(journal: journal)
-        journal.set(.hold)
+        let (harness, journal) = try await heldCounter()
         let first = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         let second = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         let answers = Answers()
@@ -308,10 +305,7 @@ final class MemoryJournal: SessionJournal {
     }
 
     @Test func eventsArePublishedAndAnsweredOnlyOnceDurable() async throws {
-        let harness = try await Harness("counter")
-        let journal = MemoryJournal()
-        _ = await harness.session.makeDurable(journal: journal)
-        journal.set(.hold)
+        let (harness, journal) = try await heldCounter()
         let outcome = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         let session = harness.session
         let answered = Task { try await session.durable(outcome) }
@@ -369,10 +363,7 @@ final class MemoryJournal: SessionJournal {
     /// Batches go to the journal as they are made, without waiting for the session's previous
     /// write; whatever order the journal answers in, they take effect in the order made.
     @Test func writesArePipelinedAndTakeEffectInTheOrderMade() async throws {
-        let harness = try await Harness("counter")
-        let journal = MemoryJournal()
-        _ = await harness.session.makeDurable(journal: journal)
-        journal.set(.hold)
+        let (harness, journal) = try await heldCounter()
         let first = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         let second = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         #expect(journal.heldCount == 2, "the second batch did not wait for the first write")
@@ -393,10 +384,7 @@ final class MemoryJournal: SessionJournal {
     /// the session's version, though the batch that made that version was still being written;
     /// a kill then left the session below a version a client had been given.
     @Test func aNoOpIsAnsweredOnlyOnceTheVersionItReportsIsDurable() async throws {
-        let harness = try await Harness("counter")
-        let journal = MemoryJournal()
-        _ = await harness.session.makeDurable(journal: journal)
-        journal.set(.hold)
+        let (harness, journal) = try await heldCounter()
         _ = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         let unchanged = try await harness.session.replaceState(await harness.session.describe().state)
         #expect(unchanged.events.isEmpty && unchanged.version == 1)

@@ -76,60 +76,67 @@ final class GatedStore: SessionStorage {
         store.close()
     }
 
+    /// A store in a fresh directory whose completions the test can hold.
+    private func gatedStore() throws -> (GatedStore, directory: String) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-race-\(UUID().uuidString)").path
+        return (GatedStore(try SQLiteSessionStore(directory: directory, retention: .init(count: 1024, bytes: 1 << 24))), directory)
+    }
+
+    /// One round of the race: a session created on `creator`'s connection (so it lives on that
+    /// loop), another client's increment held by the store, then on `creator` a no-op
+    /// `PUT /state` padded to a megabyte with `next` pipelined behind it; the held write is
+    /// settled while the loop is still reading the no-op.
+    private func noOpRace(_ server: TestServer, _ store: GatedStore, attempt: Int, create: String,
+                          next: (_ id: String, _ token: String) -> [UInt8]) async throws -> (creator: LoopbackClient, other: LoopbackClient) {
+        let creator = try server.client()
+        let created = try await creator.request("POST", "/sessions", json: create)
+        try #require(created.status == 201, "\(created.text.prefix(300))")
+        let id = try #require(created.json["id"]?.stringValue)
+        let token = try #require(created.json["token"]?.stringValue)
+        store.hold()
+        let other = try server.client()
+        try await other.send(LoopbackClient.format("POST", "/sessions/\(id)/actions",
+                                                   headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+                                                   body: Array(#"{"target":"root","action":"incrementButtonTapped"}"#.utf8)))
+        for _ in 0..<500 where store.heldCount == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(store.heldCount == 1)
+        let padding = String(repeating: " ", count: 1_000_000)
+        let noOp = LoopbackClient.format("PUT", "/sessions/\(id)/state",
+                                         headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+                                         body: Array(#"{"state":{"count":1}\#(padding)}"#.utf8))
+        try await creator.send(noOp + next(id, token))
+        usleep(UInt32((5 + 5 * (attempt % 4)) * 1000))
+        store.release()
+        return (creator, other)
+    }
+
     /// A no-op change whose `through` is another request's write that the store has just
     /// settled, answered on the session's own loop, with a stream request pipelined behind it:
     /// the stream must start from (at least) the version the 200 reported.
     @Test func aStreamPipelinedAfterANoOpAnswerShowsTheVersionItReported() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-race-\(UUID().uuidString)").path
+        let (store, directory) = try gatedStore()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = GatedStore(try SQLiteSessionStore(directory: directory, retention: .init(count: 1024, bytes: 1 << 24)))
         let server = try await TestServer(storage: store) { $0.sessionLimits.maxStringBytes = 1 << 20 }
         let big = String(repeating: "b", count: 1000)
-        let padding = String(repeating: " ", count: 1_000_000)
         var violations: [String] = []
-        var delays = 0
         for attempt in 0..<8 {
-            // Created on `creator`, so the session lives on that connection's loop.
-            let creator = try server.client()
-            let created = try await creator.request("POST", "/sessions", json: #"{"feature":"counter","state":{"count":0,"destination":{"fact":{"value":"\#(big)"}}}}"#)
-            try #require(created.status == 201, "\(created.text.prefix(300))")
-            let id = try #require(created.json["id"]?.stringValue)
-            let token = try #require(created.json["token"]?.stringValue)
-
-            // Another client's change, held by the store.
-            store.hold()
-            let other = try server.client()
-            try await other.send(LoopbackClient.format("POST", "/sessions/\(id)/actions",
-                                                       headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
-                                                       body: Array(#"{"target":"root","action":"incrementButtonTapped"}"#.utf8)))
-            for _ in 0..<500 where store.heldCount == 0 { try await Task.sleep(for: .milliseconds(1)) }
-            try #require(store.heldCount == 1)
-
-            // A no-op (the state as it now is) and a stream, pipelined on the session's loop.
-            let put = LoopbackClient.format("PUT", "/sessions/\(id)/state",
-                                            headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
-                                            body: Array(#"{"state":{"count":1}\#(padding)}"#.utf8))
-            let stream = LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")])
-            try await creator.send(put + stream)
-            // Released while the loop is still reading and parsing the megabyte of the no-op.
-            let delay = 5 + 5 * (attempt % 4)
-            usleep(UInt32(delay * 1000))
-            store.release()
-            delays += 1
-
+            let (creator, other) = try await noOpRace(
+                server, store, attempt: attempt,
+                create: #"{"feature":"counter","state":{"count":0,"destination":{"fact":{"value":"\#(big)"}}}}"#) { id, token in
+                LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")])
+            }
             let answer = try await creator.readResponse()
             #expect(answer.status == 200, "\(answer.text.prefix(200))")
-            let opened = try await creator.readResponse()
-            #expect(opened.status == 200)
+            #expect(try await creator.readResponse().status == 200)
             let first = try #require(try await creator.readEvents { _ in true }.first)
             let reported = answer.json["version"]?.intValue ?? -1
             let shown = first.data["version"]?.intValue ?? -1
             if first.name != "snapshot" || shown < reported {
-                violations.append("attempt \(attempt) (delay \(delay) ms): 200 said version \(reported), the stream then began with \(first.name) of version \(shown) id \(first.id ?? -1)")
+                violations.append("attempt \(attempt): 200 said version \(reported), the stream then began with \(first.name) of version \(shown) id \(first.id ?? -1)")
             }
             #expect(try await other.readResponse().status == 200)
         }
-        #expect(violations.isEmpty, "\(violations.count) of \(delays): \(violations.joined(separator: "\n"))")
+        #expect(violations.isEmpty, "\(violations.count) of 8: \(violations.joined(separator: "\n"))")
         await server.stop()
         store.close()
     }
@@ -137,33 +144,15 @@ final class GatedStore: SessionStorage {
     /// The same, when the store refuses the other client's write: the no-op that depended on it
     /// is refused (503), and a GET pipelined behind that 503 must not show the refused change.
     @Test func aGetPipelinedAfterA503DoesNotShowTheRefusedChange() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-race-\(UUID().uuidString)").path
+        let (store, directory) = try gatedStore()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = GatedStore(try SQLiteSessionStore(directory: directory, retention: .init(count: 1024, bytes: 1 << 24)))
         store.failHeld.store(true, ordering: .relaxed)
         let server = try await TestServer(storage: store)
-        let padding = String(repeating: " ", count: 1_000_000)
         var dirty: [String] = []
         for attempt in 0..<8 {
-            let creator = try server.client()
-            let created = try await creator.request("POST", "/sessions", json: #"{"feature":"counter"}"#)
-            try #require(created.status == 201)
-            let id = try #require(created.json["id"]?.stringValue)
-            let token = try #require(created.json["token"]?.stringValue)
-            store.hold()
-            let other = try server.client()
-            try await other.send(LoopbackClient.format("POST", "/sessions/\(id)/actions",
-                                                       headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
-                                                       body: Array(#"{"target":"root","action":"incrementButtonTapped"}"#.utf8)))
-            for _ in 0..<500 where store.heldCount == 0 { try await Task.sleep(for: .milliseconds(1)) }
-            try #require(store.heldCount == 1)
-            let put = LoopbackClient.format("PUT", "/sessions/\(id)/state",
-                                            headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
-                                            body: Array(#"{"state":{"count":1}\#(padding)}"#.utf8))
-            let get = LoopbackClient.format("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
-            try await creator.send(put + get)
-            usleep(UInt32((5 + 5 * (attempt % 4)) * 1000))
-            store.release()
+            let (creator, other) = try await noOpRace(server, store, attempt: attempt, create: #"{"feature":"counter"}"#) { id, token in
+                LoopbackClient.format("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+            }
             let answer = try await creator.readResponse()
             let read = try await creator.readResponse()
             #expect(try await other.readResponse().status == 503)
