@@ -64,7 +64,8 @@ struct JournalIndex {
 
     /// The commit that made the changes since the last call is durable.
     mutating func keepChanges() {
-        undo.removeAll(keepingCapacity: true)
+        // A start's reading records a change per row in the file: that room is not kept.
+        undo.removeAll(keepingCapacity: undo.capacity <= 1024)
     }
 
     /// The commit failed: the changes since the last `keepChanges` never happened.
