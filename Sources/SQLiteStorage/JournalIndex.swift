@@ -23,8 +23,13 @@ struct JournalIndex {
         case removed(String, [Row])
     }
 
-    private var rows: [String: [Row]] = [:]
+    private var rows: [String: [Row]]
     private var undo: [Undo] = []
+
+    /// The index of rows read from the file, each session's in ordinal order.
+    init(rows: [String: [Row]] = [:]) {
+        self.rows = rows
+    }
 
     func hasRows(_ id: String) -> Bool {
         rows[id] != nil
@@ -35,7 +40,7 @@ struct JournalIndex {
         rows[id]?.last?.bytesThrough ?? 0
     }
 
-    /// A row the table just gained (in ordinal order, as the table gives them at a start).
+    /// A row the table just gained.
     mutating func append(_ row: Row, of id: String) {
         rows[id, default: []].append(row)
         undo.append(.appended(id))
@@ -64,7 +69,7 @@ struct JournalIndex {
 
     /// The commit that made the changes since the last call is durable.
     mutating func keepChanges() {
-        // A start's reading records a change per row in the file: that room is not kept.
+        // The room a large commit needed is not kept.
         undo.removeAll(keepingCapacity: undo.capacity <= 1024)
     }
 
@@ -79,11 +84,5 @@ struct JournalIndex {
                 rows[id] = gone + (rows[id] ?? [])
             }
         }
-    }
-
-    /// Forgets everything, before a start builds it again.
-    mutating func reset() {
-        rows = [:]
-        undo = []
     }
 }

@@ -150,9 +150,11 @@ public final class SQLiteSessionStore: SessionStorage {
     public func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
         // The journal first, whole and in order: it is where the index of its rows comes from.
         var history = try open.withLock { open -> Result<[String: History], StorageError> in
-            guard var current = open.take() else { return .failure(.unavailable("the store is closed")) }
-            defer { open = current }
-            return Self.reading { () throws(SQLiteDatabase.Failure) in try Self.readJournal(into: &current) }
+            guard let database = open?.database else { return .failure(.unavailable("the store is closed")) }
+            return Self.reading { () throws(SQLiteDatabase.Failure) in try Self.readJournal(from: database) }.map { history, journal in
+                open?.journal = journal
+                return history
+            }
         }.get()
         let retention = retention
         let failed = try SessionPage.readAll({ cursor throws(StorageError) in
@@ -186,23 +188,23 @@ public final class SQLiteSessionStore: SessionStorage {
         var unreadable = false
     }
 
-    private static func readJournal(into open: inout Open) throws(SQLiteDatabase.Failure) -> [String: History] {
-        open.journal.reset()
+    /// Every session's journal rows, in order, and the index of them.
+    private static func readJournal(from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> ([String: History], JournalIndex) {
         var history: [String: History] = [:]
-        var journal = JournalIndex()
-        try open.database.run("""
+        var rows: [String: [JournalIndex.Row]] = [:]
+        try database.run("""
             SELECT session, version, last_sequence, next_serial, patch, extras, json_valid(events), ordinal, bytes_through
             FROM journal ORDER BY ordinal
             """) { row in
             let id = row.text(0)
             let lastSequence = row.integer(2)
-            journal.append(.init(ordinal: Int64(row.integer(7)), lastSequence: lastSequence, bytesThrough: row.integer(8)), of: id)
+            rows[id, default: []].append(.init(ordinal: Int64(row.integer(7)), lastSequence: lastSequence, bytesThrough: row.integer(8)))
             if row.integer(6) == 0 { history[id, default: History()].unreadable = true }
             history[id, default: History()].transactions.append(SessionTransaction(
                 version: row.integer(1), lastSequence: lastSequence, nextSerial: row.integer(3),
                 statePatch: row.blob(4), events: [], extras: row.isNull(5) ? nil : row.blob(5)))
         }
-        try open.database.run("""
+        try database.run("""
             SELECT journal.session, event.value ->> 0, event.value ->> 1, event.value -> 2
             FROM journal, json_each(journal.events) AS event
             WHERE json_valid(journal.events)
@@ -210,9 +212,7 @@ public final class SQLiteSessionStore: SessionStorage {
             // In no particular order: each session's events are sorted by id when it is loaded.
             history[row.text(0), default: History()].events.append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.blob(3)))
         }
-        journal.keepChanges()
-        open.journal = journal
-        return history
+        return (history, JournalIndex(rows: rows))
     }
 
     private static func page(after cursor: String, from database: SQLiteDatabase, history: inout [String: History],
