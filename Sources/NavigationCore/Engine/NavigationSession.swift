@@ -425,13 +425,11 @@ public actor NavigationSession {
         // and its event ids will be issued again for other changes.
         guard outcome.rollbacks == rollbacks else { return Self.run(on: executor) { deliver(false) } }
         guard let durability, durability.durableSequence < outcome.through else { return Self.run(on: executor) { deliver(true) } }
-        guard let write = durability.inFlight.first(where: { $0.entry.lastSequence >= outcome.through }) else {
-            return whenDurable(through: outcome.through) { succeeded in Self.run(on: executor) { deliver(succeeded) } }
+        if let write = durability.inFlight.first(where: { $0.entry.lastSequence >= outcome.through }),
+           write.notice.whenSettled({ succeeded in executor.execute { deliver(succeeded) } }) {
+            return
         }
-        let waiting = write.notice.whenSettled { succeeded in executor.execute { deliver(succeeded) } }
-        if !waiting {
-            whenDurable(through: outcome.through) { succeeded in Self.run(on: executor) { deliver(succeeded) } }
-        }
+        whenDurable(through: outcome.through) { succeeded in Self.run(on: executor) { deliver(succeeded) } }
     }
 
     /// Runs `body` in place when the caller is on `executor`, else queued there.
