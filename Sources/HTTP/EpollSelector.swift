@@ -40,6 +40,11 @@ final class EpollSelector: IOSelector, @unchecked Sendable {
         control(navd_epoll_ctl_del, descriptor, events: 0, token: 0)
     }
 
+    /// Closing a descriptor also takes it out of the epoll set.
+    func closeWatched(_ descriptor: Int32) {
+        _ = closeDescriptor(descriptor)
+    }
+
     /// EPOLLEXCLUSIVE: a new connection wakes one of the loops, not all of them.
     func registerListener(_ descriptor: Int32, token: UInt64) {
         control(navd_epoll_ctl_add, descriptor, events: navd_epoll_in | navd_epoll_exclusive, token: token)
@@ -98,7 +103,4 @@ final class EpollSelector: IOSelector, @unchecked Sendable {
         return readiness
     }
 }
-
-/// The backend this platform's event loops drive.
-typealias PlatformSelector = EpollSelector
 #endif

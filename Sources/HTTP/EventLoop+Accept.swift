@@ -15,7 +15,7 @@ extension EventLoop {
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let fd = withUnsafeMutablePointer(to: &storage) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    PlatformSelector.accept(shared.listenFD, $0, &length)
+                    type(of: selector).accept(shared.listenFD, $0, &length)
                 }
             }
             guard fd >= 0 else {

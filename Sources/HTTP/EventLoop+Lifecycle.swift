@@ -15,8 +15,7 @@ extension EventLoop {
             var reset = linger(l_onoff: 1, l_linger: 0)
             setsockopt(connection.fd, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
         }
-        // Closing the descriptor also removes it from the selector (epoll forgets closed descriptors).
-        closeDescriptor(connection.fd)
+        selector.closeWatched(connection.fd)
         let index = Int(connection.fd)
         if index < connections.count, connections[index] === connection { connections[index] = nil }
         if connection.isRefused {

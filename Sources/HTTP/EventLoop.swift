@@ -5,7 +5,7 @@ import Darwin
 #endif
 import Synchronization
 
-/// One event-loop thread with its own selector (`IOSelector`: epoll on Linux). It owns its
+/// One event-loop thread with its own selector (`IOSelector`: epoll or Dispatch). It owns its
 /// connections outright: their state is touched only on this thread. Other threads talk to it
 /// through `post`, which queues a message and wakes the loop through the selector, once per batch.
 ///
@@ -40,7 +40,7 @@ final class EventLoop: @unchecked Sendable {
     private let threadID = Atomic<UInt>(0)
 
     // Loop-confined state.
-    let selector: PlatformSelector
+    let selector: any IOSelector
     var peers: [EventLoop] = []
     var connections: [Connection?] = []
     var localMessages: [LoopMessage] = []
@@ -64,7 +64,7 @@ final class EventLoop: @unchecked Sendable {
     init(shared: ServerShared, executor: LoopExecutor) throws(HTTPServerError) {
         self.shared = shared
         self.executor = executor
-        self.selector = try PlatformSelector(capacity: 256, wakeToken: Self.wakeToken)
+        self.selector = try shared.settings.backend.makeSelector(wakeToken: Self.wakeToken)
         self.now = MonotonicClock.now()
         self.nextSweep = now + shared.settings.sweepInterval
         self.readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)

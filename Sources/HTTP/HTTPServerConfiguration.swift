@@ -43,6 +43,8 @@ extension HTTPServer {
         /// How long a closing connection keeps draining client bytes after the last response,
         /// so that unread input does not turn the close into a reset that loses the response.
         public var lingerTimeout: Duration
+        /// What drives the event loops: epoll (Linux) or Dispatch sources (everywhere).
+        public var backend: IOBackend
 
         public init(
             host: String = "127.0.0.1",
@@ -60,7 +62,8 @@ extension HTTPServer {
             streamSendBuffer: Int = 64 * 1024,
             listenBacklog: Int = 4096,
             streamCloseTimeout: Duration = .seconds(2),
-            lingerTimeout: Duration = .seconds(2)
+            lingerTimeout: Duration = .seconds(2),
+            backend: IOBackend = .platformDefault
         ) {
             self.host = host
             self.port = port
@@ -78,6 +81,7 @@ extension HTTPServer {
             self.listenBacklog = listenBacklog
             self.streamCloseTimeout = streamCloseTimeout
             self.lingerTimeout = lingerTimeout
+            self.backend = backend
         }
 
         /// Whether `start()` can listen on `host`, as far as its form goes: configuration
@@ -110,6 +114,7 @@ struct LoopSettings: Sendable {
     let streamStallTimeout: Int64
     let streamSendBuffer: Int32
     let maxConnections: Int?
+    let backend: IOBackend
     /// How often timeouts are checked: a quarter of the shortest, between 5 ms and 250 ms.
     let sweepInterval: Int64
 
@@ -125,6 +130,7 @@ struct LoopSettings: Sendable {
 
     init(_ configuration: HTTPServer.Configuration) {
         maxRequestLineBytes = max(16, configuration.maxRequestLineBytes)
+        backend = configuration.backend
         maxHeaderBytes = max(0, configuration.maxHeaderBytes)
         maxBodyBytes = max(0, configuration.maxBodyBytes)
         headerTimeout = MonotonicClock.nanoseconds(configuration.headerTimeout)

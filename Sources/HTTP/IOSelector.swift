@@ -11,13 +11,15 @@ import Darwin
 /// Readiness is level-triggered: a descriptor still ready is reported again by the next `wait`
 /// (the loop's write budget relies on it). Confined to its loop's thread, except `wakeUp`, which
 /// any thread may call until `close`.
-protocol IOSelector: AnyObject {
+protocol IOSelector: AnyObject, Sendable {
     /// Starts watching `fd`; `token` comes back with its readiness.
     func register(_ fd: Int32, interest: Interest, token: UInt64)
     /// Changes what `fd` waits for.
     func reregister(_ fd: Int32, interest: Interest, token: UInt64)
-    /// Stops watching `fd` (closing a descriptor also stops it).
+    /// Stops watching `fd`, leaving it open (the shared listener).
     func deregister(_ fd: Int32)
+    /// Stops watching `fd` and closes it, once nothing of the backend's uses it any more.
+    func closeWatched(_ fd: Int32)
     /// Watches the listening socket that every loop shares, waking as few loops per connection
     /// as the system allows.
     func registerListener(_ fd: Int32, token: UInt64)
@@ -32,6 +34,44 @@ protocol IOSelector: AnyObject {
     /// Accepts one connection from `listenFD` as this backend's sockets must be: non-blocking
     /// and closed on exec. Returns -1 with `errno` set, as accept(2) does.
     static func accept(_ listenFD: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: UnsafeMutablePointer<socklen_t>) -> Int32
+}
+
+/// Which backend drives the event loops.
+public enum IOBackend: String, Sendable, CaseIterable {
+    /// epoll(7): Linux only, and the default there.
+    case epoll
+    /// Dispatch read and write sources: everywhere Dispatch runs, and the default elsewhere.
+    case dispatch
+
+    public static var platformDefault: IOBackend {
+        #if os(Linux)
+        .epoll
+        #else
+        .dispatch
+        #endif
+    }
+
+    /// The backends this build has.
+    public static var available: [IOBackend] {
+        #if os(Linux)
+        [.epoll, .dispatch]
+        #else
+        [.dispatch]
+        #endif
+    }
+
+    func makeSelector(wakeToken: UInt64) throws(HTTPServerError) -> any IOSelector {
+        switch self {
+        case .dispatch:
+            return try DispatchSelector(capacity: 256, wakeToken: wakeToken)
+        case .epoll:
+            #if os(Linux)
+            return try EpollSelector(capacity: 256, wakeToken: wakeToken)
+            #else
+            throw HTTPServerError("the epoll backend needs Linux; use dispatch")
+            #endif
+        }
+    }
 }
 
 /// What a descriptor waits for.

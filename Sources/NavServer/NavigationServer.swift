@@ -45,6 +45,7 @@ public final class NavigationServer: Sendable {
         httpConfiguration.port = configuration.port
         httpConfiguration.maxConnections = configuration.maxConnections
         httpConfiguration.headerTimeout = configuration.headerTimeout
+        httpConfiguration.backend = configuration.io
         http = HTTPServer(configuration: httpConfiguration, handler: handler)
         timers = DispatchQueue(label: "navd.timers")
     }
@@ -76,7 +77,8 @@ public final class NavigationServer: Sendable {
     /// The `listening` log line, with the address and port (the one port 0 picked).
     public func logListening() {
         handler.log.note(.info, "listening", [("version", .string(BuildInfo.version)),
-                                              ("host", .string(configuration.host)), ("port", .int(port))])
+                                              ("host", .string(configuration.host)), ("port", .int(port)),
+                                              ("io", .string(configuration.io.rawValue))])
     }
 
     /// The `stopped` log line, after `shutdown()` has written out every line before it.

@@ -33,6 +33,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// How long a client may take to send a request's head (a slow-loris defence); not a flag.
     public var headerTimeout: Duration = .seconds(10)
     /// Where sessions live between processes.
+    /// What drives the event loops; `--io`, `NAVD_IO`.
+    public var io: IOBackend = .platformDefault
     public var store: StoreKind = .sqlite
     /// The SQLite store's directory.
     public var dataDirectory = "navd-data"
@@ -121,6 +123,11 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--shutdown-grace", environment: "NAVD_SHUTDOWN_GRACE", value: "SECONDS", help: "after SIGTERM, serve on this long with /readyz 503, then drain (default 0)") { config, value throws(Invalid) in
             config.shutdownGrace = .seconds(try integer(value, "--shutdown-grace", in: 0...3600))
+        },
+        Option(flag: "--io", environment: "NAVD_IO", value: "epoll|dispatch", help: "what drives the event loops (default epoll on Linux, dispatch elsewhere)") { config, value throws(Invalid) in
+            guard let backend = IOBackend(rawValue: value) else { throw Invalid(description: "--io: \"\(value)\" is not epoll or dispatch") }
+            guard IOBackend.available.contains(backend) else { throw Invalid(description: "--io: \(value) is not available on this platform") }
+            config.io = backend
         },
         Option(flag: "--store", environment: "NAVD_STORE", value: "sqlite|postgres|memory", help: "where sessions live between restarts (default sqlite)") { config, value throws(Invalid) in
             guard let kind = StoreKind(rawValue: value) else { throw Invalid(description: "--store: \"\(value)\" is not sqlite, postgres or memory") }

@@ -237,7 +237,7 @@ import Testing
                 #expect(!stream.send([1]))
             }
         }
-        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: Twice())
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1, backend: .underTest), handler: Twice())
         try server.start()
         defer { server.finishShutdown(deadline: .now + .seconds(1)) }
         let client = try TestClient(port: server.port)

@@ -96,7 +96,7 @@ import Testing
                 responder.respond(HTTPResponse(status: 200, headers: ["Content-Length": "999"], body: Array(text.utf8)))
             }
         }
-        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: Inspect())
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1, backend: .underTest), handler: Inspect())
         try server.start()
         defer { server.finishShutdown(deadline: .now + .seconds(1)) }
         let client = try TestClient(port: server.port)

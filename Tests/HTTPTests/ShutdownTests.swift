@@ -10,7 +10,7 @@ import Testing
 @Suite struct ShutdownTests {
     @Test func inFlightRequestFinishesAndNewConnectionsAreRefused() throws {
         let handler = TestHandler()
-        let server = HTTPServer(configuration: .init(port: 0, loopCount: 2), handler: handler)
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 2, backend: .underTest), handler: handler)
         try server.start()
         let port = server.port
 
@@ -53,7 +53,7 @@ import Testing
     @Test func finishShutdownReturnsOnceConnectionsAreGone() throws {
         let handler = TestHandler()
         let server = HTTPServer(
-            configuration: .init(port: 0, loopCount: 2, lingerTimeout: .milliseconds(200)), handler: handler)
+            configuration: .init(port: 0, loopCount: 2, lingerTimeout: .milliseconds(200), backend: .underTest), handler: handler)
         try server.start()
         let client = try TestClient(port: server.port)
         try client.send("GET /slow?ms=200 HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -69,10 +69,10 @@ import Testing
     }
 
     @Test func startFailsClearlyWhenThePortIsTaken() throws {
-        let first = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: TestHandler())
+        let first = HTTPServer(configuration: .init(port: 0, loopCount: 1, backend: .underTest), handler: TestHandler())
         try first.start()
         defer { first.finishShutdown(deadline: .now) }
-        let second = HTTPServer(configuration: .init(port: first.port, loopCount: 1), handler: TestHandler())
+        let second = HTTPServer(configuration: .init(port: first.port, loopCount: 1, backend: .underTest), handler: TestHandler())
         do {
             try second.start()
             Issue.record("second bind succeeded")

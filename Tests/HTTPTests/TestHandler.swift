@@ -119,7 +119,7 @@ func withServer(
 ) throws {
     var configuration = HTTPServer.Configuration(
         port: 0, loopCount: 2, headerTimeout: .seconds(2), bodyTimeout: .seconds(2), idleTimeout: .seconds(5),
-        lingerTimeout: .milliseconds(500))
+        lingerTimeout: .milliseconds(500), backend: .underTest)
     adjust(&configuration)
     let server = HTTPServer(configuration: configuration, handler: handler)
     try server.start()

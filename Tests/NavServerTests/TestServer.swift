@@ -28,6 +28,7 @@ final class TestServer: Sendable {
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.logRequests = log != nil
+        configuration.io = .underTest
         configure(&configuration)
         let discard: RequestLog.Output = { _ in }
         // The demo features wired exactly as navd wires them, through the public API.

@@ -1,0 +1,266 @@
+import Dispatch
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The portable backend: Dispatch read and write sources report readiness, on a serial queue of
+/// the loop's own, and the loop's thread waits for their reports. It runs wherever Dispatch does
+/// (Linux, macOS); the connection logic above it is the same as with epoll.
+///
+/// A source that fired is suspended until the loop has dealt with it, and resumed at the loop's
+/// next wait if the descriptor still wants that readiness: the loop sees level-triggered
+/// readiness, as with epoll, without a source firing again and again meanwhile.
+///
+/// Dispatch forbids closing a descriptor a source still watches, so descriptors this selector
+/// watches are closed by it (`closeWatched`), in the cancel handler of their last source.
+final class DispatchSelector: IOSelector, @unchecked Sendable {
+    /// One descriptor's sources. Created and changed on the loop's thread; `armed` is also read
+    /// and written by the handlers, under `state`'s lock.
+    private final class Watch: @unchecked Sendable {
+        let fd: Int32
+        var token: UInt64
+        var interest: Interest
+        var read: (any DispatchSourceRead)?
+        var write: (any DispatchSourceWrite)?
+        /// Whether each source is resumed (watching) rather than suspended.
+        var readArmed = false
+        var writeArmed = false
+        /// Reported to the loop since its last wait: re-armed at the next one.
+        var reported = false
+
+        init(fd: Int32, token: UInt64, interest: Interest) {
+            self.fd = fd
+            self.token = token
+            self.interest = interest
+        }
+    }
+
+    private struct State {
+        var ready: [(Watch, Readiness)] = []
+        var woken = false
+    }
+
+    private let queue: DispatchQueue
+    private let state = Mutex(State())
+    private let signal = DispatchSemaphore(value: 0)
+    /// Every source not yet cancelled-and-handled; `close` waits for it to empty.
+    private let live = DispatchGroup()
+    private let wakeToken: UInt64
+    /// Loop-confined: descriptors by number, and the ones reported by the last wait.
+    private var watches: [Int32: Watch] = [:]
+    private var toRearm: [Watch] = []
+
+    init(capacity: Int, wakeToken: UInt64) throws(HTTPServerError) {
+        self.queue = DispatchQueue(label: "navd.loop.io")
+        self.wakeToken = wakeToken
+    }
+
+    func register(_ fd: Int32, interest: Interest, token: UInt64) {
+        let watch = Watch(fd: fd, token: token, interest: interest)
+        watches[fd] = watch
+        apply(interest, to: watch)
+    }
+
+    func reregister(_ fd: Int32, interest: Interest, token: UInt64) {
+        guard let watch = watches[fd] else { return register(fd, interest: interest, token: token) }
+        watch.token = token
+        watch.interest = interest
+        apply(interest, to: watch)
+    }
+
+    /// Stops watching without closing: only the shared listener is given up this way.
+    func deregister(_ fd: Int32) {
+        guard let watch = watches.removeValue(forKey: fd) else { return }
+        retire(watch, thenClose: false)
+    }
+
+    func registerListener(_ fd: Int32, token: UInt64) {
+        register(fd, interest: .readable, token: token)
+    }
+
+    func closeWatched(_ fd: Int32) {
+        guard let watch = watches.removeValue(forKey: fd) else {
+            _ = closeDescriptor(fd)
+            return
+        }
+        // libdispatch's Linux event loop can still hold a just-fetched event for a descriptor
+        // whose last source is being cancelled, and then reads freed memory
+        // (swift-corelibs-libdispatch #949): the sources go quiet now, and are cancelled (and
+        // the descriptor closed) only once any such event is long handled.
+        retire(watch, thenClose: true)
+    }
+
+    /// Quiets the sources now and cancels them later (see `closeWatched`).
+    private func retire(_ watch: Watch, thenClose: Bool) {
+        quiet(watch)
+        queue.asyncAfter(deadline: .now() + .milliseconds(Self.cancelDelayMilliseconds)) { [self] in
+            cancel(watch, thenClose: thenClose)
+        }
+    }
+
+    static let cancelDelayMilliseconds = 250
+
+    /// Suspends the descriptor's sources and drops their handlers: nothing more is reported.
+    private func quiet(_ watch: Watch) {
+        watch.read?.setEventHandler(handler: nil)
+        watch.write?.setEventHandler(handler: nil)
+        state.withLock { _ in
+            if let read = watch.read, watch.readArmed { watch.readArmed = false; read.suspend() }
+            if let write = watch.write, watch.writeArmed { watch.writeArmed = false; write.suspend() }
+        }
+    }
+
+    func wait(timeoutNanoseconds: Int64, _ ready: (_ token: UInt64, _ readiness: Readiness) -> Void) {
+        for watch in toRearm where watches[watch.fd] === watch {
+            watch.reported = false
+            apply(watch.interest, to: watch)
+        }
+        toRearm.removeAll(keepingCapacity: true)
+        var taken = takeReady()
+        let deadline = DispatchTime.now() + .nanoseconds(Int(clamping: max(0, timeoutNanoseconds)))
+        // A signal can be left over from reports taken without waiting: wait on until there is
+        // something to report or the time is up.
+        while taken.ready.isEmpty && !taken.woken && signal.wait(timeout: deadline) == .success {
+            taken = takeReady()
+        }
+        if taken.woken { ready(wakeToken, .readable) }
+        for (watch, readiness) in taken.ready where watches[watch.fd] === watch {
+            if !watch.reported {
+                watch.reported = true
+                toRearm.append(watch)
+            }
+            ready(watch.token, readiness)
+        }
+    }
+
+    func wakeUp() {
+        let first = state.withLock { state in
+            defer { state.woken = true }
+            return !state.woken && state.ready.isEmpty
+        }
+        if first { signal.signal() }
+    }
+
+    /// The wake-up was taken with the readiness it came with.
+    func acknowledgeWakeUp() {}
+
+    func close() {
+        for watch in watches.values { retire(watch, thenClose: false) }
+        watches = [:]
+        toRearm = []
+        live.wait()
+    }
+
+    static func accept(_ listenFD: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: UnsafeMutablePointer<socklen_t>) -> Int32 {
+        #if canImport(Glibc)
+        let fd = Glibc.accept(listenFD, address, length)
+        #else
+        let fd = Darwin.accept(listenFD, address, length)
+        #endif
+        guard fd >= 0 else { return fd }
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 else {
+            let code = errno
+            _ = closeDescriptor(fd)
+            errno = code
+            return -1
+        }
+        return fd
+    }
+
+    // MARK: - Sources
+
+    private func takeReady() -> State {
+        state.withLock { state in
+            defer { state = State() }
+            return state
+        }
+    }
+
+    /// Called on the queue when a source fires: suspends it and tells the loop.
+    private func fired(_ watch: Watch, _ readiness: Readiness) {
+        let wake = state.withLock { state -> Bool in
+            if readiness == .writable {
+                guard watch.writeArmed, let write = watch.write else { return false }
+                watch.writeArmed = false
+                write.suspend()
+            } else {
+                guard watch.readArmed, let read = watch.read else { return false }
+                watch.readArmed = false
+                read.suspend()
+            }
+            let wasIdle = state.ready.isEmpty && !state.woken
+            state.ready.append((watch, readiness))
+            return wasIdle
+        }
+        if wake { signal.signal() }
+    }
+
+    /// Resumes or suspends each source to match `interest`, creating what is missing.
+    private func apply(_ interest: Interest, to watch: Watch) {
+        let read = interest.contains(.readable) && watch.read == nil
+            ? DispatchSource.makeReadSource(fileDescriptor: watch.fd, queue: queue) : nil
+        let write = interest.contains(.writable) && watch.write == nil
+            ? DispatchSource.makeWriteSource(fileDescriptor: watch.fd, queue: queue) : nil
+        read?.setEventHandler { [unowned self] in fired(watch, .readable) }
+        write?.setEventHandler { [unowned self] in fired(watch, .writable) }
+        for _ in [read as (any DispatchSourceProtocol)?, write].compactMap({ $0 }) { live.enter() }
+        state.withLock { _ in
+            if let read { watch.read = read }
+            if let write { watch.write = write }
+            if let read = watch.read, interest.contains(.readable) != watch.readArmed {
+                watch.readArmed.toggle()
+                if watch.readArmed { read.resume() } else { read.suspend() }
+            }
+            if let write = watch.write, interest.contains(.writable) != watch.writeArmed {
+                watch.writeArmed.toggle()
+                if watch.writeArmed { write.resume() } else { write.suspend() }
+            }
+        }
+    }
+
+    /// Cancels the descriptor's sources; the last cancel handler closes it if asked. A source
+    /// must be resumed for its cancel handler to run, and must not fire after this.
+    private func cancel(_ watch: Watch, thenClose: Bool) {
+        let sources: [any DispatchSourceProtocol] = [watch.read, watch.write].compactMap { $0 }
+        guard !sources.isEmpty else {
+            if thenClose { _ = closeDescriptor(watch.fd) }
+            return
+        }
+        let remaining = Countdown(sources.count)
+        let fd = watch.fd
+        let live = live
+        for source in sources {
+            source.setEventHandler(handler: nil)
+            source.setCancelHandler {
+                if remaining.tick(), thenClose { _ = closeDescriptor(fd) }
+                live.leave()
+            }
+        }
+        state.withLock { _ in
+            if let read = watch.read, !watch.readArmed { read.resume() }
+            if let write = watch.write, !watch.writeArmed { write.resume() }
+            // Resumed, without a handler, and forgotten: a report still on its way is stale,
+            // and the loop ignores reports for descriptors it no longer watches.
+            watch.readArmed = false
+            watch.writeArmed = false
+            watch.read = nil
+            watch.write = nil
+        }
+        for source in sources { source.cancel() }
+    }
+}
+
+/// Counts cancel handlers down; only touched on the selector's serial queue.
+private final class Countdown: @unchecked Sendable {
+    private var left: Int
+    init(_ count: Int) { left = count }
+    /// True for the last tick.
+    func tick() -> Bool {
+        left -= 1
+        return left == 0
+    }
+}
