@@ -71,10 +71,16 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         apply(interest, to: watch)
     }
 
-    /// Stops watching without closing: only the shared listener is given up this way.
+    /// Stops watching without closing: only the shared listener is given up this way. Returns
+    /// once its sources are gone, since the listener may be closed next, and libdispatch on
+    /// Linux keeps watching a descriptor's number for a source not yet cancelled: a socket
+    /// opened later with that number would never be reported (swift-corelibs-libdispatch #833).
     func deregister(_ fd: Int32) {
         guard let watch = watches.removeValue(forKey: fd) else { return }
-        retire(watch, thenClose: false)
+        quiet(watch)
+        let gone = DispatchSemaphore(value: 0)
+        cancel(watch, thenClose: false) { gone.signal() }
+        gone.wait()
     }
 
     func registerListener(_ fd: Int32, token: UInt64) {
@@ -86,22 +92,9 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
             _ = closeDescriptor(fd)
             return
         }
-        // libdispatch's Linux event loop can still hold a just-fetched event for a descriptor
-        // whose last source is being cancelled, and then reads freed memory
-        // (swift-corelibs-libdispatch #949): the sources go quiet now, and are cancelled (and
-        // the descriptor closed) only once any such event is long handled.
-        retire(watch, thenClose: true)
-    }
-
-    /// Quiets the sources now and cancels them later (see `closeWatched`).
-    private func retire(_ watch: Watch, thenClose: Bool) {
         quiet(watch)
-        queue.asyncAfter(deadline: .now() + .milliseconds(Self.cancelDelayMilliseconds)) { [self] in
-            cancel(watch, thenClose: thenClose)
-        }
+        cancel(watch, thenClose: true)
     }
-
-    static let cancelDelayMilliseconds = 250
 
     /// Suspends the descriptor's sources and drops their handlers: nothing more is reported.
     private func quiet(_ watch: Watch) {
@@ -148,7 +141,10 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     func acknowledgeWakeUp() {}
 
     func close() {
-        for watch in watches.values { retire(watch, thenClose: false) }
+        for watch in watches.values {
+            quiet(watch)
+            cancel(watch, thenClose: false)
+        }
         watches = [:]
         toRearm = []
         live.wait()
@@ -224,10 +220,11 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
 
     /// Cancels the descriptor's sources; the last cancel handler closes it if asked. A source
     /// must be resumed for its cancel handler to run, and must not fire after this.
-    private func cancel(_ watch: Watch, thenClose: Bool) {
+    private func cancel(_ watch: Watch, thenClose: Bool, whenDone: @escaping @Sendable () -> Void = {}) {
         let sources: [any DispatchSourceProtocol] = [watch.read, watch.write].compactMap { $0 }
         guard !sources.isEmpty else {
             if thenClose { _ = closeDescriptor(watch.fd) }
+            whenDone()
             return
         }
         let remaining = Countdown(sources.count)
@@ -236,7 +233,10 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         for source in sources {
             source.setEventHandler(handler: nil)
             source.setCancelHandler {
-                if remaining.tick(), thenClose { _ = closeDescriptor(fd) }
+                if remaining.tick() {
+                    if thenClose { _ = closeDescriptor(fd) }
+                    whenDone()
+                }
                 live.leave()
             }
         }

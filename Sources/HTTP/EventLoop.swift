@@ -61,7 +61,9 @@ final class EventLoop: @unchecked Sendable {
     private var nextGeneration: UInt32 = 0
     private var nextSweep: Int64
 
-    init(shared: ServerShared, executor: LoopExecutor) throws(HTTPServerError) {
+    /// - Parameter acceptsConnections: whether this loop watches the listener; the loop that
+    ///   accepts deals connections out to every loop.
+    init(shared: ServerShared, executor: LoopExecutor, acceptsConnections: Bool) throws(HTTPServerError) {
         self.shared = shared
         self.executor = executor
         self.selector = try shared.settings.backend.makeSelector(wakeToken: Self.wakeToken)
@@ -70,7 +72,8 @@ final class EventLoop: @unchecked Sendable {
         self.readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
         self.iovecs = UnsafeMutablePointer<iovec>.allocate(capacity: Self.maxIOVecs)
         writeBuffer.reserveCapacity(64 * 1024)
-        selector.registerListener(shared.listenFD, token: Self.listenToken)
+        listening = acceptsConnections
+        if acceptsConnections { selector.registerListener(shared.listenFD, token: Self.listenToken) }
     }
 
     // MARK: Messages

@@ -56,7 +56,9 @@ public final class HTTPServer: Sendable {
             var threads: [LoopThread] = []
             do throws(HTTPServerError) {
                 for executor in executors {
-                    loops.append(try EventLoop(shared: shared, executor: executor))
+                    loops.append(try EventLoop(
+                        shared: shared, executor: executor,
+                        acceptsConnections: loops.isEmpty || configuration.backend.everyLoopAccepts))
                 }
                 for loop in loops { loop.peers = loops }
                 for loop in loops {

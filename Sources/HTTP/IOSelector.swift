@@ -51,6 +51,11 @@ public enum IOBackend: String, Sendable, CaseIterable {
         #endif
     }
 
+    /// Whether every loop watches the listener. epoll wakes one of them per connection
+    /// (EPOLLEXCLUSIVE). With Dispatch one loop does, and deals connections out to the others:
+    /// libdispatch on Linux loses readiness when several sources watch one descriptor.
+    var everyLoopAccepts: Bool { self == .epoll }
+
     /// The backends this build has.
     public static var available: [IOBackend] {
         #if os(Linux)

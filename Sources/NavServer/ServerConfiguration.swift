@@ -32,9 +32,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var logRequests = true
     /// How long a client may take to send a request's head (a slow-loris defence); not a flag.
     public var headerTimeout: Duration = .seconds(10)
-    /// Where sessions live between processes.
     /// What drives the event loops; `--io`, `NAVD_IO`.
     public var io: IOBackend = .platformDefault
+    /// Where sessions live between processes.
     public var store: StoreKind = .sqlite
     /// The SQLite store's directory.
     public var dataDirectory = "navd-data"

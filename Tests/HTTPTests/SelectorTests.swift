@@ -114,4 +114,52 @@ import Testing
         selector.acknowledgeWakeUp()
         #expect(waitOnce(selector).isEmpty, "acknowledged wake-ups are not reported again")
     }
+
+    /// A descriptor given up and closed, and a new socket given its number, is watched afresh:
+    /// libdispatch on Linux keeps a number's registration until its sources are cancelled, so
+    /// a listener closed before that left the next server's listener never reported.
+    @Test(arguments: IOBackend.available)
+    func aNumberReusedAfterDeregisterIsReported(_ backend: IOBackend) throws {
+        for round in 0..<20 {
+            let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
+            defer { selector.close() }
+            let first = try SocketPair()
+            let number = first.local
+            selector.register(number, interest: .readable, token: 3)
+            selector.deregister(number)
+            closeDescriptor(number)
+            var fds: [Int32] = [-1, -1]
+            try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
+            defer { closeDescriptor(fds[0]); closeDescriptor(fds[1]) }
+            try #require(fds[0] == number || fds[1] == number, "the number is reused")
+            let (watched, other) = fds[0] == number ? (fds[0], fds[1]) : (fds[1], fds[0])
+            selector.register(watched, interest: .readable, token: 4)
+            var byte: UInt8 = 1
+            #expect(writeDescriptor(other, &byte, 1) == 1)
+            #expect(readiness(of: 4, selector, until: .readable) == .readable, "round \(round)")
+            selector.deregister(watched)
+            withExtendedLifetime(first) {}
+        }
+    }
+
+    /// Readiness re-armed wait after wait, with input arriving before or after the re-arm, is
+    /// never missed.
+    @Test(arguments: IOBackend.available)
+    func readinessIsNeverMissedAcrossReArms(_ backend: IOBackend) throws {
+        let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
+        defer { selector.close() }
+        let pair = try SocketPair()
+        defer { withExtendedLifetime(pair) { selector.deregister(pair.local) } }
+        selector.register(pair.local, interest: .readable, token: 6)
+        let remote = pair.remote
+        var missed = 0
+        for round in 0..<500 {
+            let delay = UInt32(round % 4) * 150
+            DispatchQueue.global().async { usleep(delay); var byte: UInt8 = 1; _ = writeDescriptor(remote, &byte, 1) }
+            if readiness(of: 6, selector, until: .readable) != .readable { missed += 1 }
+            var buffer = [UInt8](repeating: 0, count: 16)
+            _ = read(pair.local, &buffer, buffer.count)
+        }
+        #expect(missed == 0)
+    }
 }
