@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Measures navd against the Hummingbird peer in one run, alternating them, with the scripts in
 # ../shared/bench, and prints each figure with its ratio to the peer's. navd runs with its
-# durable default (SQLite, a fresh data directory each time); actions are also measured with
-# `--store memory`, and the store's commit latency and batch sizes are read from /metrics. The
+# durable default (SQLite, a fresh data directory each time) on each I/O backend (`--io epoll`,
+# `--io dispatch`); actions are also measured with `--store memory`, and the store's commit latency and batch sizes are read from /metrics. The
 # limit of the action benchmark's HTTP shape on this machine is measured in the same run: nginx
 # answering every request with a fixed body (../shared/bench/limit-nginx.sh).
 #
@@ -21,12 +21,13 @@ ulimit -n "$(ulimit -Hn)"
 
 pid=""
 data="$(mktemp -d)"
+io() { [[ "$1" == *dispatch* ]] && echo dispatch || echo epoll; }  # io NAME: navd's --io
 start() {  # start NAME PORT
-  if [[ "$1" == navd ]]; then
+  if [[ "$1" == navd || "$1" == navd-dispatch ]]; then
     rm -rf "$data/store"
-    "$NAVD" --port "$2" --log-requests off --data-dir "$data/store" >/dev/null 2>&1 &
-  elif [[ "$1" == navd-memory ]]; then
-    "$NAVD" --port "$2" --log-requests off --store memory >/dev/null 2>&1 &
+    "$NAVD" --port "$2" --log-requests off --data-dir "$data/store" --io "$(io "$1")" >/dev/null 2>&1 &
+  elif [[ "$1" == navd-memory || "$1" == navd-dispatch-memory ]]; then
+    "$NAVD" --port "$2" --log-requests off --store memory --io "$(io "$1")" >/dev/null 2>&1 &
   elif [[ "$1" == limit ]]; then
     "$BENCH/limit-nginx.sh" "$2" >/dev/null 2>&1 &
   else
@@ -61,7 +62,7 @@ run() {  # run NAME MEASURE
   "$BENCH/wait-idle.sh" 85 120 >/dev/null || true
   case $measure in
     actions) line=$(CHECK=$([[ $name == limit ]] && echo 0 || echo 1) "$BENCH/run-actions.sh" "http://127.0.0.1:$port" 10 32 | tail -1)
-             [[ $name == navd ]] && line="$line $(store_figures "$port")" ;;
+             [[ $name == navd || $name == navd-dispatch ]] && line="$line $(store_figures "$port")" ;;
     sse) line=$(python3 "$BENCH/sse_latency.py" "http://127.0.0.1:$port" 1000 200 | tail -1) ;;
     hold) line=$(python3 "$BENCH/sse_hold.py" "http://127.0.0.1:$port" 10000 "$pid" | tail -1) ;;
   esac
@@ -80,7 +81,8 @@ for _ in $(seq "$ROUNDS"); do
   for measure in actions sse hold; do
     run peer "$measure"
     run navd "$measure"
-    if [[ $measure == actions ]]; then run navd-memory actions; run limit actions; fi
+    run navd-dispatch "$measure"
+    if [[ $measure == actions ]]; then run navd-memory actions; run navd-dispatch-memory actions; run limit actions; fi
   done
 done
 
@@ -95,3 +97,8 @@ echo "actions p99 ms (32)  navd $(avg "${sum[navd.ap99]}")  memory $(avg "${sum[
 echo "sse p50 ms (1000)    navd $(avg "${sum[navd.p50]}")  peer $(avg "${sum[peer.p50]}")  ratio $(ratio "${sum[navd.p50]}" "${sum[peer.p50]}")"
 echo "sse p99 ms (1000)    navd $(avg "${sum[navd.p99]}")  peer $(avg "${sum[peer.p99]}")  ratio $(ratio "${sum[navd.p99]}" "${sum[peer.p99]}")"
 echo "KiB per idle stream  navd $(avg "${sum[navd.kib]}")  peer $(avg "${sum[peer.kib]}")  ratio $(ratio "${sum[navd.kib]}" "${sum[peer.kib]}")"
+echo "dispatch backend (--io dispatch) / peer:"
+echo "  actions_rps        navd $(avg "${sum[navd-dispatch.rps]}")  ratio $(ratio "${sum[navd-dispatch.rps]}" "${sum[peer.rps]}")  memory $(avg "${sum[navd-dispatch-memory.rps]}")  ratio $(ratio "${sum[navd-dispatch-memory.rps]}" "${sum[peer.rps]}")"
+echo "  actions p99 ms     navd $(avg "${sum[navd-dispatch.ap99]}")  memory $(avg "${sum[navd-dispatch-memory.ap99]}")"
+echo "  sse p99 ms (1000)  navd $(avg "${sum[navd-dispatch.p99]}")  ratio $(ratio "${sum[navd-dispatch.p99]}" "${sum[peer.p99]}")"
+echo "  KiB per idle stream navd $(avg "${sum[navd-dispatch.kib]}")  ratio $(ratio "${sum[navd-dispatch.kib]}" "${sum[peer.kib]}")"

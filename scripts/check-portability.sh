@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails if the Swift sources would not build on Darwin for a reason visible without a Mac:
-# an `import Glibc` without its Darwin branch, or epoll/eventfd/accept4 outside the Linux
-# backend files (which begin with `#if os(Linux)`). Prints each offending line.
+# an `import Glibc` without its Darwin branch, epoll/eventfd/accept4 outside the Linux backend
+# files (which begin with `#if os(Linux)`), or that backend named outside `#if os(Linux)`.
+# Prints each offending line.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -27,9 +28,21 @@ while IFS= read -r file; do
             printf "%s:%d: import Glibc without #if canImport(Glibc) … #elseif canImport(Darwin) import Darwin\n", file, n; bad = 1
           }
         }
+        # Which #if branches enclose this line: a Linux-only one may name the Linux backend.
+        if (line[n] ~ /^[ \t]*#if /) { depth++; linux[depth] = (line[n] ~ /os\(Linux\)/) }
+        else if (line[n] ~ /^[ \t]*#(else|elseif)/) { linux[depth] = 0 }
+        else if (line[n] ~ /^[ \t]*#endif/) { depth-- }
+        guarded = 0
+        for (d = 1; d <= depth; d++) if (linux[d]) guarded = 1
         code = line[n]; sub(/\/\/.*/, "", code)
-        if (!backend && code ~ /([Ee]poll|eventfd|accept4|EPOLL)/) {
+        # epoll itself (its calls, constants and the shims for them) only in the backend
+        # file; the backend by name only where Linux alone compiles it. The word "epoll" as a
+        # backend choice (`--io epoll`) is neither.
+        if (!backend && code ~ /(epoll_|EPOLL|eventfd|accept4)/) {
           printf "%s:%d: epoll outside the Linux backend: %s\n", file, n, line[n]; bad = 1
+        }
+        if (!backend && !guarded && code ~ /EpollSelector/) {
+          printf "%s:%d: the epoll backend outside #if os(Linux): %s\n", file, n, line[n]; bad = 1
         }
       }
       exit bad

@@ -563,6 +563,10 @@ class Navd:
                 continue
             if isinstance(message, dict) and message.get("event") == "listening":
                 port = int(message["port"])
+                wanted = os.environ.get("NAVD_IO")
+                if wanted and message.get("io") != wanted:
+                    self.proc.kill()
+                    raise RuntimeError(f"navd runs on {message.get('io')}, not NAVD_IO={wanted}")
         self.stdout_log.flush()
         proc, log = self.proc, self.stdout_log
         threading.Thread(target=self._drain, args=(proc, log), daemon=True).start()

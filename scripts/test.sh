@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: the Swift suites (unit, model-level, property and end-to-end over loopback,
-# built with warnings as errors), the library products' documentation (scripts/docs.sh: a doc
+# built with warnings as errors; then again with the Dispatch I/O backend), the library products' documentation (scripts/docs.sh: a doc
 # comment on every public declaration, DocC archives), the example package's suite (Examples/TodoServer), the
 # process tests again against the release binary, the JavaScript client's tests (node) and
 # the inspector in a headless Chromium (about 10 s), schemathesis against a live navd with
@@ -19,6 +19,9 @@ scripts/system-packages.sh --test
 # No Mac at hand: refuse what visibly breaks a Darwin build (unguarded Glibc, stray epoll).
 scripts/check-portability.sh
 swift test --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
+# The same suites on the Dispatch backend (the default off Linux): every end-to-end suite, the
+# process tests included (navd reads NAVD_IO), drives its servers with it.
+NAVD_IO=dispatch swift test --skip-build --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
 # The library products' documentation: every public declaration documented, DocC archives built.
 scripts/docs.sh
 # The example package hosts a feature of its own through the library products, as another team
@@ -37,6 +40,8 @@ scripts/python-client-test.sh .build/debug/navd
 scripts/check-metrics.sh .build/debug/navd
 # kill -9 in the middle of traffic, 20 times, against the release binary (about 30 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 20
+# And 5 rounds with the Dispatch backend driving navd.
+NAVD_IO=dispatch NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 5
 # Three nodes on one PostgreSQL behind nginx (deploy/nginx.conf), one killed with -9 (about 20 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/cluster-test.sh
 # Coverage-guided fuzzing, 15 s per harness (about a minute, plus about as long to build them).

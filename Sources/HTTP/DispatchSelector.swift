@@ -77,7 +77,6 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     /// opened later with that number would never be reported (swift-corelibs-libdispatch #833).
     func deregister(_ fd: Int32) {
         guard let watch = watches.removeValue(forKey: fd) else { return }
-        quiet(watch)
         let gone = DispatchSemaphore(value: 0)
         cancel(watch, thenClose: false) { gone.signal() }
         gone.wait()
@@ -92,18 +91,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
             _ = closeDescriptor(fd)
             return
         }
-        quiet(watch)
         cancel(watch, thenClose: true)
-    }
-
-    /// Suspends the descriptor's sources and drops their handlers: nothing more is reported.
-    private func quiet(_ watch: Watch) {
-        watch.read?.setEventHandler(handler: nil)
-        watch.write?.setEventHandler(handler: nil)
-        state.withLock { _ in
-            if let read = watch.read, watch.readArmed { watch.readArmed = false; read.suspend() }
-            if let write = watch.write, watch.writeArmed { watch.writeArmed = false; write.suspend() }
-        }
     }
 
     func wait(timeoutNanoseconds: Int64, _ ready: (_ token: UInt64, _ readiness: Readiness) -> Void) {
@@ -141,10 +129,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     func acknowledgeWakeUp() {}
 
     func close() {
-        for watch in watches.values {
-            quiet(watch)
-            cancel(watch, thenClose: false)
-        }
+        for watch in watches.values { cancel(watch, thenClose: false) }
         watches = [:]
         toRearm = []
         live.wait()

@@ -16,7 +16,8 @@ protocol IOSelector: AnyObject, Sendable {
     func register(_ fd: Int32, interest: Interest, token: UInt64)
     /// Changes what `fd` waits for.
     func reregister(_ fd: Int32, interest: Interest, token: UInt64)
-    /// Stops watching `fd`, leaving it open (the shared listener).
+    /// Stops watching `fd`, leaving it open (the shared listener); returns once the backend no
+    /// longer uses it, so it may be closed.
     func deregister(_ fd: Int32)
     /// Stops watching `fd` and closes it, once nothing of the backend's uses it any more.
     func closeWatched(_ fd: Int32)

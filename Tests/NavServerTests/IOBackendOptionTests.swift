@@ -10,7 +10,7 @@ import Testing
         #expect(try ServerConfiguration.parse(arguments: [], environment: ["NAVD_IO": "dispatch"]).io == .dispatch)
         #expect(try ServerConfiguration.parse(arguments: ["--io", "dispatch"], environment: ["NAVD_IO": "epoll"]).io == .dispatch,
                 "the flag wins over the environment")
-        for bad in ["kqueue", "", "EPOLL"] {
+        for bad in ["kqueue", "", "Epoll"] {
             #expect(throws: ServerConfiguration.Invalid.self, "\(bad)") {
                 try ServerConfiguration.parse(arguments: ["--io", bad], environment: [:])
             }
