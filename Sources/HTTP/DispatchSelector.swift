@@ -14,6 +14,9 @@ import Darwin
 /// next wait if the descriptor still wants that readiness: the loop sees level-triggered
 /// readiness, as with epoll, without a source firing again and again meanwhile.
 ///
+/// The loop's timeout is a `DispatchSourceTimer` on the same queue, so a wait ends on whichever
+/// comes first, a source or the timer, through one path.
+///
 /// Dispatch forbids closing a descriptor a source still watches, so descriptors this selector
 /// watches are closed by it (`closeWatched`), in the cancel handler of their last source.
 final class DispatchSelector: IOSelector, @unchecked Sendable {
@@ -41,6 +44,10 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     private struct State {
         var ready: [(Watch, Readiness)] = []
         var woken = false
+        var timedOut = false
+
+        /// Nothing has happened since the loop last looked, so whatever happens next signals it.
+        var isQuiet: Bool { ready.isEmpty && !woken && !timedOut }
     }
 
     private let queue: DispatchQueue
@@ -49,6 +56,9 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     /// Every source not yet cancelled-and-handled; `close` waits for it to empty.
     private let live = DispatchGroup()
     private let wakeToken: UInt64
+    private let timer: any DispatchSourceTimer
+    /// Loop-confined: when the timer is due to fire, nil when it is not pending.
+    private var timerDeadline: DispatchTime?
     /// Loop-confined: descriptors by number, and the ones reported by the last wait.
     private var watches: [Int32: Watch] = [:]
     private var toRearm: [Watch] = []
@@ -56,6 +66,11 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     init(capacity: Int, wakeToken: UInt64) throws(HTTPServerError) {
         self.queue = DispatchQueue(label: "navd.loop.io")
         self.wakeToken = wakeToken
+        self.timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.setEventHandler { [unowned self] in timerFired() }
+        live.enter()
+        timer.setCancelHandler { [live] in live.leave() }
+        timer.activate()
     }
 
     func register(_ fd: Int32, interest: Interest, token: UInt64) {
@@ -101,12 +116,16 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         }
         toRearm.removeAll(keepingCapacity: true)
         var taken = takeReady()
-        let deadline = DispatchTime.now() + .nanoseconds(Int(clamping: max(0, timeoutNanoseconds)))
-        // A signal can be left over from reports taken without waiting: wait on until there is
-        // something to report or the time is up.
-        while taken.ready.isEmpty && !taken.woken && signal.wait(timeout: deadline) == .success {
-            taken = takeReady()
+        if taken.isQuiet && timeoutNanoseconds > 0 {
+            armTimer(DispatchTime.now() + .nanoseconds(Int(clamping: timeoutNanoseconds)))
+            // A signal can be left over from reports taken without waiting: wait on until there
+            // is something to report or the timer has fired.
+            while taken.isQuiet {
+                signal.wait()
+                taken = takeReady()
+            }
         }
+        if taken.timedOut { timerDeadline = nil }
         if taken.woken { ready(wakeToken, .readable) }
         for (watch, readiness) in taken.ready where watches[watch.fd] === watch {
             if !watch.reported {
@@ -120,7 +139,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     func wakeUp() {
         let first = state.withLock { state in
             defer { state.woken = true }
-            return !state.woken && state.ready.isEmpty
+            return state.isQuiet
         }
         if first { signal.signal() }
     }
@@ -129,6 +148,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     func acknowledgeWakeUp() {}
 
     func close() {
+        timer.cancel()
         for watch in watches.values { cancel(watch, thenClose: false) }
         watches = [:]
         toRearm = []
@@ -173,9 +193,27 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
                 watch.readArmed = false
                 read.suspend()
             }
-            let wasIdle = state.ready.isEmpty && !state.woken
+            let wasIdle = state.isQuiet
             state.ready.append((watch, readiness))
             return wasIdle
+        }
+        if wake { signal.signal() }
+    }
+
+    /// Schedules the timer for `deadline` unless it is already due by then. The loop's deadline
+    /// is its next sweep, the same for many waits in a row, so the timer is rarely moved; firing
+    /// a little early only costs a wait that finds nothing.
+    private func armTimer(_ deadline: DispatchTime) {
+        if let due = timerDeadline, due.uptimeNanoseconds <= deadline.uptimeNanoseconds + 1_000_000 { return }
+        timerDeadline = deadline
+        timer.schedule(deadline: deadline, leeway: .milliseconds(1))
+    }
+
+    /// Called on the queue when the timer fires.
+    private func timerFired() {
+        let wake = state.withLock { state in
+            defer { state.timedOut = true }
+            return state.isQuiet
         }
         if wake { signal.signal() }
     }

@@ -115,9 +115,28 @@ import Testing
         #expect(waitOnce(selector).isEmpty, "acknowledged wake-ups are not reported again")
     }
 
-    /// A descriptor given up and closed, and a new socket given its number, is watched afresh:
-    /// libdispatch on Linux keeps a number's registration until its sources are cancelled, so
-    /// a listener closed before that left the next server's listener never reported.
+    /// The loop's sweeps depend on a quiet wait ending at its timeout, also when an earlier wait
+    /// with a far later one was ended by something else (Dispatch's timer must be moved).
+    @Test(arguments: IOBackend.available)
+    func aQuietWaitEndsAtItsTimeout(_ backend: IOBackend) throws {
+        let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
+        defer { selector.close() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { [selector] in selector.wakeUp() }
+        #expect(waitOnce(selector, nanoseconds: 30_000_000_000).keys.contains(Self.wakeToken))
+        selector.acknowledgeWakeUp()
+        for timeout: Int64 in [100_000_000, 20_000_000, 0] {
+            let start = MonotonicClock.now()
+            #expect(waitOnce(selector, nanoseconds: timeout).isEmpty)
+            let took = MonotonicClock.now() - start
+            #expect(took < timeout + 2_000_000_000, "a \(timeout / 1_000_000) ms wait ended at its timeout, took \(took / 1_000_000) ms")
+            #expect(took >= timeout - 5_000_000, "a \(timeout / 1_000_000) ms wait did not end early, took \(took / 1_000_000) ms")
+        }
+    }
+
+    /// A descriptor given up, and a new socket given its number, is watched afresh: libdispatch
+    /// on Linux keeps a number's registration until its sources are cancelled, so a listener
+    /// closed before that left the next server's listener never reported. `dup2` puts the new
+    /// socket at the old number, so other tests opening descriptors cannot take it first.
     @Test(arguments: IOBackend.available)
     func aNumberReusedAfterDeregisterIsReported(_ backend: IOBackend) throws {
         for round in 0..<20 {
@@ -127,18 +146,13 @@ import Testing
             let number = first.local
             selector.register(number, interest: .readable, token: 3)
             selector.deregister(number)
-            closeDescriptor(number)
-            var fds: [Int32] = [-1, -1]
-            try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
-            defer { closeDescriptor(fds[0]); closeDescriptor(fds[1]) }
-            try #require(fds[0] == number || fds[1] == number, "the number is reused")
-            let (watched, other) = fds[0] == number ? (fds[0], fds[1]) : (fds[1], fds[0])
-            selector.register(watched, interest: .readable, token: 4)
+            let second = try SocketPair()
+            try #require(dup2(second.local, number) == number, "the number now names the new socket")
+            selector.register(number, interest: .readable, token: 4)
             var byte: UInt8 = 1
-            #expect(writeDescriptor(other, &byte, 1) == 1)
+            #expect(writeDescriptor(second.remote, &byte, 1) == 1)
             #expect(readiness(of: 4, selector, until: .readable) == .readable, "round \(round)")
-            selector.deregister(watched)
-            withExtendedLifetime(first) {}
+            selector.deregister(number)
         }
     }
 
