@@ -19,6 +19,13 @@ import Darwin
 ///
 /// Dispatch forbids closing a descriptor a source still watches, so descriptors this selector
 /// watches are closed by it (`closeWatched`), in the cancel handler of their last source.
+///
+/// Hang-ups are the selector's to report. libdispatch on Linux takes a descriptor out of its
+/// epoll set at EPOLLHUP: each source fires once more and never again, resumed or not. A hang-up
+/// is for good, so once a source saw one the selector reports the descriptor at every wait
+/// itself, as epoll would. And a descriptor that waits for nothing has no source armed, so
+/// those are polled, at most every `idlePollInterval`, for the hang-up or error that epoll
+/// reports whatever a descriptor waits for.
 final class DispatchSelector: IOSelector, @unchecked Sendable {
     /// One descriptor's sources. Created and changed on the loop's thread; `armed` is also read
     /// and written by the handlers, under `state`'s lock.
@@ -33,6 +40,10 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         var writeArmed = false
         /// Reported to the loop since its last wait: re-armed at the next one.
         var reported = false
+        /// Under `state`'s lock: a source saw the descriptor hung up, and will not fire again.
+        var hungUp = false
+        /// Under `state`'s lock: a hang-up report is waiting in `State.ready`.
+        var hangUpQueued = false
 
         init(fd: Int32, token: UInt64, interest: Interest) {
             self.fd = fd
@@ -62,6 +73,10 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     /// Loop-confined: descriptors by number, and the ones reported by the last wait.
     private var watches: [Int32: Watch] = [:]
     private var toRearm: [Watch] = []
+    /// Loop-confined: the watches that wait for nothing, and when they are next polled.
+    private var idleWatches: [Int32: Watch] = [:]
+    private var nextIdlePoll: Int64 = 0
+    static let idlePollInterval: Int64 = 100_000_000
 
     init(capacity: Int, wakeToken: UInt64) throws(HTTPServerError) {
         self.queue = DispatchQueue(label: "navd.loop.io")
@@ -77,6 +92,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         let watch = Watch(fd: fd, token: token, interest: interest)
         watches[fd] = watch
         apply(interest, to: watch)
+        idleWatches[fd] = interest.isEmpty ? watch : nil
     }
 
     func reregister(_ fd: Int32, interest: Interest, token: UInt64) {
@@ -84,6 +100,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         watch.token = token
         watch.interest = interest
         apply(interest, to: watch)
+        idleWatches[fd] = interest.isEmpty ? watch : nil
     }
 
     /// Stops watching without closing: only the shared listener is given up this way. Returns
@@ -92,6 +109,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     /// opened later with that number would never be reported (swift-corelibs-libdispatch #833).
     func deregister(_ fd: Int32) {
         guard let watch = watches.removeValue(forKey: fd) else { return }
+        idleWatches[fd] = nil
         let gone = DispatchSemaphore(value: 0)
         cancel(watch, thenClose: false) { gone.signal() }
         gone.wait()
@@ -106,6 +124,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
             _ = closeDescriptor(fd)
             return
         }
+        idleWatches[fd] = nil
         cancel(watch, thenClose: true)
     }
 
@@ -127,6 +146,13 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         }
         if taken.timedOut { timerDeadline = nil }
         if taken.woken { ready(wakeToken, .readable) }
+        if !idleWatches.isEmpty {
+            let now = MonotonicClock.now()
+            if now >= nextIdlePoll {
+                nextIdlePoll = now + Self.idlePollInterval
+                reportHangUpsOfIdleWatches(ready)
+            }
+        }
         for (watch, readiness) in taken.ready where watches[watch.fd] === watch {
             if !watch.reported {
                 watch.reported = true
@@ -151,6 +177,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         timer.cancel()
         for watch in watches.values { cancel(watch, thenClose: false) }
         watches = [:]
+        idleWatches = [:]
         toRearm = []
         live.wait()
     }
@@ -177,13 +204,18 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
     private func takeReady() -> State {
         state.withLock { state in
             defer { state = State() }
+            for (watch, _) in state.ready { watch.hangUpQueued = false }
             return state
         }
     }
 
-    /// Called on the queue when a source fires: suspends it and tells the loop.
-    private func fired(_ watch: Watch, _ readiness: Readiness) {
+    /// Called on the queue when a source fires: suspends it and tells the loop. The descriptor
+    /// is still open (closed only in a cancel handler, on this queue). A hang-up fires with no
+    /// data; a read source's data is otherwise the bytes waiting, so the poll is rarely made.
+    private func fired(_ watch: Watch, _ readiness: Readiness, data: UInt) {
+        let hungUp = data == 0 && Self.isHungUp(watch.fd)
         let wake = state.withLock { state -> Bool in
+            if hungUp { watch.hungUp = true }
             if readiness == .writable {
                 guard watch.writeArmed, let write = watch.write else { return false }
                 watch.writeArmed = false
@@ -194,7 +226,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
                 read.suspend()
             }
             let wasIdle = state.isQuiet
-            state.ready.append((watch, readiness))
+            state.ready.append((watch, watch.hungUp ? readiness.union(.failed) : readiness))
             return wasIdle
         }
         if wake { signal.signal() }
@@ -224,10 +256,11 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
             ? DispatchSource.makeReadSource(fileDescriptor: watch.fd, queue: queue) : nil
         let write = interest.contains(.writable) && watch.write == nil
             ? DispatchSource.makeWriteSource(fileDescriptor: watch.fd, queue: queue) : nil
-        read?.setEventHandler { [unowned self] in fired(watch, .readable) }
-        write?.setEventHandler { [unowned self] in fired(watch, .writable) }
+        // Each handler holds its source until `cancel` replaces it with none.
+        read?.setEventHandler { [unowned self, read] in fired(watch, .readable, data: read?.data ?? 0) }
+        write?.setEventHandler { [unowned self, write] in fired(watch, .writable, data: write?.data ?? 0) }
         for _ in [read as (any DispatchSourceProtocol)?, write].compactMap({ $0 }) { live.enter() }
-        state.withLock { _ in
+        state.withLock { state in
             if let read { watch.read = read }
             if let write { watch.write = write }
             if let read = watch.read, interest.contains(.readable) != watch.readArmed {
@@ -238,6 +271,34 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
                 watch.writeArmed.toggle()
                 if watch.writeArmed { write.resume() } else { write.suspend() }
             }
+            // Its sources will not fire again: reported from here, at the loop's next wait
+            // (which takes it without waiting, so no signal is needed).
+            if watch.hungUp && !watch.hangUpQueued {
+                watch.hangUpQueued = true
+                state.ready.append((watch, Self.hangUpReadiness(interest)))
+            }
+        }
+    }
+
+    /// What epoll reports for a hung-up descriptor that waits for `interest`.
+    private static func hangUpReadiness(_ interest: Interest) -> Readiness {
+        interest.contains(.writable) ? [.readable, .writable, .failed] : [.readable, .failed]
+    }
+
+    /// Whether `fd` is hung up (or, with `orFailed`, has an error pending), by poll(2) without
+    /// waiting.
+    private static func isHungUp(_ fd: Int32, orFailed: Bool = false) -> Bool {
+        var entry = pollfd(fd: fd, events: 0, revents: 0)
+        let mask = Int16(POLLHUP) | (orFailed ? Int16(POLLERR) : 0)
+        return poll(&entry, 1, 0) == 1 && entry.revents & mask != 0
+    }
+
+    /// Reports the descriptors that wait for nothing (no source armed) and are hung up or
+    /// failed. All are polled before any is reported: the loop may close some as it is told.
+    private func reportHangUpsOfIdleWatches(_ ready: (_ token: UInt64, _ readiness: Readiness) -> Void) {
+        let failed = idleWatches.values.filter { Self.isHungUp($0.fd, orFailed: true) }
+        for watch in failed where idleWatches[watch.fd] === watch {
+            ready(watch.token, [.readable, .failed])
         }
     }
 

@@ -164,6 +164,39 @@ import Testing
         }
     }
 
+    /// Lingering ends at once when the client closes after sending more than one read takes:
+    /// its FIN arrives behind unread bytes, after the server's own FIN (a hang-up both ways).
+    @Test func lingerEndsWithTheClientsFinBehindManyBytes() throws {
+        try withServer({ $0.lingerTimeout = .seconds(5) }) { server, _ in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            _ = try client.readResponse()
+            #expect(client.readToEnd() == .closed)
+            try client.send(Array(repeating: UInt8(ascii: "z"), count: 1 << 20))
+            client.shutdownWrite()
+            #expect(TestHandler.eventually(timeout: 2) { server.openConnectionCount == 0 }, "closed at the FIN, not after the linger timeout")
+        }
+    }
+
+    /// A client that resets while the server reads nothing from it (a slow request is handled
+    /// and the input buffered behind it is full) is closed at once, not when the answer comes:
+    /// a reset is reported whatever the connection waits for (epoll's EPOLLHUP and EPOLLERR).
+    @Test func aResetWhileNothingIsReadClosesTheConnection() throws {
+        try withServer { server, handler in
+            do {
+                let client = try TestClient(port: server.port)
+                let pipelined = String(repeating: "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", count: 4_000)
+                try client.send("GET /slow?ms=4000 HTTP/1.1\r\nHost: x\r\n\r\n" + pipelined)
+                #expect(TestHandler.eventually { handler.requestCount.load(ordering: .relaxed) == 1 })
+                usleep(100_000)
+                #expect(server.openConnectionCount == 1)
+                var abort = linger(l_onoff: 1, l_linger: 0)
+                setsockopt(client.fd, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
+            }
+            #expect(TestHandler.eventually(timeout: 2) { server.openConnectionCount == 0 }, "closed at the reset")
+        }
+    }
+
     /// With linger off, the last answer's connection closes at once.
     @Test func noLinger() throws {
         try withServer({ $0.lingerTimeout = .zero }) { server, _ in

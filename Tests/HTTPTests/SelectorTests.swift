@@ -156,6 +156,50 @@ import Testing
         }
     }
 
+    /// Level-triggered also after the peer hangs up: input left unread after a report, and the
+    /// end of input behind it, are reported again (the loop reads once per report). libdispatch
+    /// on Linux drops a source's registration when epoll says EPOLLHUP, after one report.
+    @Test(arguments: IOBackend.available)
+    func inputLeftAfterAHangUpIsReportedAgain(_ backend: IOBackend) throws {
+        let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
+        defer { selector.close() }
+        var fds: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
+        let local = fds[0]
+        _ = fcntl(local, F_SETFL, fcntl(local, F_GETFL) | O_NONBLOCK)
+        defer { selector.closeWatched(local) }
+        selector.register(local, interest: .readable, token: 8)
+        var bytes: [UInt8] = [1, 2]
+        #expect(writeDescriptor(fds[1], &bytes, 2) == 2)
+        closeDescriptor(fds[1])  // both directions gone: EPOLLHUP on `local`
+        #expect(readiness(of: 8, selector, until: [.readable, .failed])?.contains(.readable) == true)
+        var byte: UInt8 = 0
+        #expect(read(local, &byte, 1) == 1, "one of the two bytes read")
+        #expect(readiness(of: 8, selector, until: [.readable, .failed])?.contains(.readable) == true, "the second byte")
+        #expect(read(local, &byte, 1) == 1)
+        #expect(readiness(of: 8, selector, until: [.readable, .failed])?.contains(.readable) == true, "the end of input")
+        #expect(read(local, &byte, 1) == 0)
+    }
+
+    /// A hang-up is reported also while the descriptor waits for nothing (its input is not
+    /// wanted now), as epoll always reports EPOLLHUP and EPOLLERR: the loop closes the
+    /// connection instead of keeping it until its answer is written.
+    @Test(arguments: IOBackend.available)
+    func aHangUpIsReportedWhileTheDescriptorWaitsForNothing(_ backend: IOBackend) throws {
+        let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
+        defer { selector.close() }
+        var fds: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
+        let local = fds[0]
+        _ = fcntl(local, F_SETFL, fcntl(local, F_GETFL) | O_NONBLOCK)
+        defer { selector.closeWatched(local) }
+        selector.register(local, interest: .readable, token: 2)
+        #expect(waitOnce(selector).isEmpty)
+        selector.reregister(local, interest: [], token: 2)
+        closeDescriptor(fds[1])
+        #expect(readiness(of: 2, selector, until: [.readable, .failed])?.contains(.failed) == true)
+    }
+
     /// Readiness re-armed wait after wait, with input arriving before or after the re-arm, is
     /// never missed.
     @Test(arguments: IOBackend.available)
