@@ -134,15 +134,13 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
             apply(watch.interest, to: watch)
         }
         toRearm.removeAll(keepingCapacity: true)
-        // Signals left over from reports taken without waiting go first: a busy loop leaves one
-        // per wait, and each would cost an empty turn once the loop goes quiet. A report after
-        // this is taken below, or signals anew.
-        while signal.wait(timeout: .now()) == .success {}
         var taken = takeReady()
         if taken.isQuiet && timeoutNanoseconds > 0 {
             armTimer(DispatchTime.now() + .nanoseconds(Int(clamping: timeoutNanoseconds)))
-            // A report taken above may have signalled after the drain, leaving a signal with
-            // nothing behind it: wait on until there is something to report or the timer fired.
+            // A signal can be left over from reports taken without waiting: wait on until there
+            // is something to report or the timer has fired. Leftovers are not drained first:
+            // each lets a busy loop look once more before it sleeps, which measured cheaper
+            // than the wake-up it saves.
             while taken.isQuiet {
                 signal.wait()
                 taken = takeReady()
