@@ -28,6 +28,15 @@ import Testing
         }
     }
 
+    /// A socket pair for a hang-up: the test closes `remote` itself, and hands `local`
+    /// (non-blocking) to the selector to close.
+    func hangUpPair() throws -> (local: Int32, remote: Int32) {
+        var fds: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
+        _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+        return (fds[0], fds[1])
+    }
+
     /// Everything one wait reports, by token.
     func waitOnce(_ selector: any IOSelector, nanoseconds: Int64 = 50_000_000) -> [UInt64: Readiness] {
         var seen: [UInt64: Readiness] = [:]
@@ -163,15 +172,12 @@ import Testing
     func inputLeftAfterAHangUpIsReportedAgain(_ backend: IOBackend) throws {
         let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
         defer { selector.close() }
-        var fds: [Int32] = [-1, -1]
-        try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
-        let local = fds[0]
-        _ = fcntl(local, F_SETFL, fcntl(local, F_GETFL) | O_NONBLOCK)
+        let (local, remote) = try hangUpPair()
         defer { selector.closeWatched(local) }
         selector.register(local, interest: .readable, token: 8)
         var bytes: [UInt8] = [1, 2]
-        #expect(writeDescriptor(fds[1], &bytes, 2) == 2)
-        closeDescriptor(fds[1])  // both directions gone: EPOLLHUP on `local`
+        #expect(writeDescriptor(remote, &bytes, 2) == 2)
+        closeDescriptor(remote)  // both directions gone: EPOLLHUP on `local`
         #expect(readiness(of: 8, selector, until: [.readable, .failed])?.contains(.readable) == true)
         var byte: UInt8 = 0
         #expect(read(local, &byte, 1) == 1, "one of the two bytes read")
@@ -188,15 +194,12 @@ import Testing
     func aHangUpIsReportedWhileTheDescriptorWaitsForNothing(_ backend: IOBackend) throws {
         let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
         defer { selector.close() }
-        var fds: [Int32] = [-1, -1]
-        try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
-        let local = fds[0]
-        _ = fcntl(local, F_SETFL, fcntl(local, F_GETFL) | O_NONBLOCK)
+        let (local, remote) = try hangUpPair()
         defer { selector.closeWatched(local) }
         selector.register(local, interest: .readable, token: 2)
         #expect(waitOnce(selector).isEmpty)
         selector.reregister(local, interest: [], token: 2)
-        closeDescriptor(fds[1])
+        closeDescriptor(remote)
         #expect(readiness(of: 2, selector, until: [.readable, .failed])?.contains(.failed) == true)
     }
 
