@@ -7,12 +7,12 @@ public struct HTTPRefusal: Sendable {
     /// too slow or malformed, a handler that failed. Nil when the head itself was at fault or
     /// never read (over capacity, shutting down, a head that did not arrive in time).
     public let request: HTTPRequest?
-    /// The client's address, e.g. "127.0.0.1:5555", for logs.
-    public let remoteAddress: String
+    /// The client's address, for logs.
+    public let peer: PeerAddress
 
     init(_ error: ProtocolError, request: HTTPRequest?, peer: PeerAddress) {
         self.error = error
         self.request = request
-        self.remoteAddress = peer.description
+        self.peer = peer
     }
 }

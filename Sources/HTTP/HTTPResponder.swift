@@ -53,8 +53,8 @@ public final class HTTPResponder: Sendable {
     /// The loop this request arrived on: work placed there answers without a thread switch.
     public var executor: LoopExecutor { loop.executor }
 
-    /// The client's address, e.g. "127.0.0.1:5555", for logs.
-    public var remoteAddress: String { connection.peer.description }
+    /// The client's address, for logs.
+    public var peer: PeerAddress { connection.peer }
 
     private func claim() -> Bool {
         answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged

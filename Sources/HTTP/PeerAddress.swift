@@ -5,8 +5,9 @@ import Darwin
 #endif
 
 /// A client's IP address and port, kept compact (no 128-byte sockaddr per connection) and
-/// formatted only when asked for.
-struct PeerAddress: Sendable, CustomStringConvertible {
+/// formatted only when asked for: most requests are never logged, and formatting is a
+/// system call and three allocations.
+public struct PeerAddress: Sendable, CustomStringConvertible {
     private let high: UInt64
     private let low: UInt64
     private let port: UInt16
@@ -40,7 +41,7 @@ struct PeerAddress: Sendable, CustomStringConvertible {
     }
 
     /// "127.0.0.1:5555" or "[::1]:5555".
-    var description: String {
+    public var description: String {
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         if isIPv6 {
             var raw = (high, low)

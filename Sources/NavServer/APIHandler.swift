@@ -62,7 +62,7 @@ final class APIHandler: HTTPHandler {
     /// What the HTTP layer refuses on its own is answered like every other failure: the API's
     /// error body, CORS and the request id (when the head was read), the metrics and the log.
     func response(to refusal: HTTPRefusal) -> HTTPResponse {
-        let exchange = Exchange(request: refusal.request, remoteAddress: refusal.remoteAddress,
+        let exchange = Exchange(request: refusal.request, peer: refusal.peer,
                                 route: refusal.request.flatMap { Route.match($0.path)?.route },
                                 started: .now, handler: self)
         return exchange.finish(APIError(refusal.error).response, timed: false)

@@ -7,7 +7,7 @@ struct Answer: Sendable {
     private let responder: HTTPResponder
 
     init(request: HTTPRequest, responder: HTTPResponder, route: Route?, started: ContinuousClock.Instant, handler: APIHandler) {
-        self.exchange = Exchange(request: request, remoteAddress: responder.remoteAddress, route: route,
+        self.exchange = Exchange(request: request, peer: responder.peer, route: route,
                                  started: started, handler: handler)
         self.responder = responder
     }

@@ -6,8 +6,10 @@ import HTTP
 struct Exchange: Sendable {
     /// The client's valid `X-Request-ID`, or one made for this request.
     let requestID: String
-    /// The client's address, e.g. `127.0.0.1:5555`.
-    let remoteAddress: String
+    /// The client's address, formatted only for a log line.
+    private let peer: PeerAddress
+    /// The client's address for a log line, e.g. `127.0.0.1:5555`.
+    var remoteAddress: String { peer.description }
     /// Nil for a refusal whose head was never read.
     private let method: String?
     private let path: String?
@@ -26,11 +28,11 @@ struct Exchange: Sendable {
     static let credentials: Set<String> = ["token", "ticket"]
 
     /// - Parameter request: its head; nil when the HTTP layer refused it before reading one.
-    init(request: HTTPRequest?, remoteAddress: String, route: Route?, started: ContinuousClock.Instant, handler: APIHandler) {
+    init(request: HTTPRequest?, peer: PeerAddress, route: Route?, started: ContinuousClock.Instant, handler: APIHandler) {
         // Two ids would be ambiguous: a fresh one is used instead.
         let ids = request?.headers.values(RequestID.header) ?? []
         self.requestID = RequestID.of(ids.count == 1 ? ids[0] : nil)
-        self.remoteAddress = remoteAddress
+        self.peer = peer
         self.method = request?.method
         self.path = request?.path
         self.query = request?.query.filter { !Self.credentials.contains($0.name.lowercased()) } ?? []

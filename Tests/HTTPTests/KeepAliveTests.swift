@@ -92,7 +92,7 @@ import Testing
         final class Inspect: HTTPHandler {
             func handle(_ request: HTTPRequest, responder: HTTPResponder) {
                 let text = "\(request.version)|\(request.headers["x-one"] ?? "-")|\(request.headers.values("X-Two"))|"
-                    + "\(responder.remoteAddress)"
+                    + "\(responder.peer)"
                 responder.respond(HTTPResponse(status: 200, headers: ["Content-Length": "999"], body: Array(text.utf8)))
             }
         }
