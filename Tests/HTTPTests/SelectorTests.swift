@@ -16,25 +16,21 @@ import Testing
         let local: Int32
         let remote: Int32
         init() throws {
-            var fds: [Int32] = [-1, -1]
-            try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
-            local = fds[0]
-            remote = fds[1]
-            _ = fcntl(local, F_SETFL, fcntl(local, F_GETFL) | O_NONBLOCK)
+            (local, remote) = try Self.open()
         }
         deinit {
             closeDescriptor(local)
             closeDescriptor(remote)
         }
-    }
 
-    /// A socket pair for a hang-up: the test closes `remote` itself, and hands `local`
-    /// (non-blocking) to the selector to close.
-    func hangUpPair() throws -> (local: Int32, remote: Int32) {
-        var fds: [Int32] = [-1, -1]
-        try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
-        _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
-        return (fds[0], fds[1])
+        /// The same pair left to the test to close: for a test that hangs up `remote` itself
+        /// and hands `local` to the selector.
+        static func open() throws -> (local: Int32, remote: Int32) {
+            var fds: [Int32] = [-1, -1]
+            try #require(socketpair(AF_UNIX, streamSocketType, 0, &fds) == 0)
+            _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+            return (fds[0], fds[1])
+        }
     }
 
     /// Everything one wait reports, by token.
@@ -172,7 +168,7 @@ import Testing
     func inputLeftAfterAHangUpIsReportedAgain(_ backend: IOBackend) throws {
         let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
         defer { selector.close() }
-        let (local, remote) = try hangUpPair()
+        let (local, remote) = try SocketPair.open()
         defer { selector.closeWatched(local) }
         selector.register(local, interest: .readable, token: 8)
         var bytes: [UInt8] = [1, 2]
@@ -194,7 +190,7 @@ import Testing
     func aHangUpIsReportedWhileTheDescriptorWaitsForNothing(_ backend: IOBackend) throws {
         let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
         defer { selector.close() }
-        let (local, remote) = try hangUpPair()
+        let (local, remote) = try SocketPair.open()
         defer { selector.closeWatched(local) }
         selector.register(local, interest: .readable, token: 2)
         #expect(waitOnce(selector).isEmpty)
