@@ -70,14 +70,13 @@ final class LogCapture: Sendable {
         bytes.withLock { $0 }.split(separator: 0x0A).map { (try? JSONParser.parse(Array($0))) ?? .null }
     }
 
-    /// Waits (at most 5 s: the log is written every 200 ms) for a line `matching`.
+    /// Waits (at most 5 s: the log is written every 200 ms) for a line `matching`; the lines are
+    /// looked at once more after the wait, however late a busy test pool resumes it.
     func line(_ matching: (JSON) -> Bool) async throws -> JSON {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while ContinuousClock.now < deadline {
-            if let line = lines.first(where: matching) { return line }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw LoopbackClient.Failure(description: "no such log line in:\n\(text)")
+        var found: JSON?
+        _ = await eventually { found = lines.first(where: matching); return found != nil }
+        guard let found else { throw LoopbackClient.Failure(description: "no such log line in:\n\(text)") }
+        return found
     }
 
     /// The `request` line of the request with this id.

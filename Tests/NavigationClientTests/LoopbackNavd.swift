@@ -61,5 +61,7 @@ final class LoopbackNavd: Sendable {
         if try await condition() { return }
         try await Task.sleep(for: .milliseconds(20))
     }
+    // Once more: a busy pool may resume the wait after its deadline.
+    if try await condition() { return }
     throw NavdError.transport("timed out waiting for \(what)")
 }
