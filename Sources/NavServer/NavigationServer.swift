@@ -187,7 +187,7 @@ public final class NavigationServer: Sendable {
         http.finishShutdown(deadline: deadline)
         for task in housekeeping.withLock({ $0 }) { task.cancel() }
         handler.persistence.storage?.close()
-        handler.log.flush()
+        handler.log.stopWriting()
     }
 
     /// `drain(until:)` from async code (tests, embedders), on a thread of its own.

@@ -12,7 +12,7 @@ import Darwin
 /// (`stream_closed`) are logged when `--log-requests` is on; operational events (`listening`,
 /// `recovered`, `stopped`…) always. Bodies and tokens are never logged.
 ///
-/// Lines only append to a buffer; a thread of its own writes it out, so a stalled stdout never
+/// Lines only append to a buffer; a queue of its own writes it out, so a stalled stdout never
 /// blocks a socket loop. Past `limit` unwritten bytes, request lines are dropped and counted
 /// rather than held.
 final class RequestLog: Sendable {
@@ -141,16 +141,28 @@ final class RequestLog: Sendable {
         }
     }
 
-    /// Writes the buffer out every 200 ms, on a thread of its own.
+    /// Writes the buffer out every 200 ms on a queue of its own, until `stopWriting()`: a server
+    /// that stops (an embedder may start and stop several) leaves no timer or thread behind.
     func startWriting() {
         guard enabled else { return }
-        DispatchQueue(label: "navd.log").async { [self] in
-            while true {
-                usleep(200_000)
-                flush()
-            }
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "navd.log"))
+        // The handler holds its timer until it cancels it, which lets go of both.
+        timer.setEventHandler { [weak self, timer] in
+            guard let self, !self.stopped.load(ordering: .acquiring) else { return timer.cancel() }
+            self.flush()
         }
+        timer.schedule(deadline: .now() + Self.writeInterval, repeating: Self.writeInterval, leeway: .milliseconds(20))
+        timer.resume()
     }
+
+    /// Stops the writer (at its next tick) and writes out what is left.
+    func stopWriting() {
+        stopped.store(true, ordering: .releasing)
+        flush()
+    }
+
+    private static let writeInterval: DispatchTimeInterval = .milliseconds(200)
+    private let stopped = Atomic(false)
 
     func flush() {
         writing.withLock { _ in

@@ -226,4 +226,24 @@ import TestSupport
         #expect(line["reason"] == "too_slow")
         #expect(line["level"] == "warn")
     }
+
+    /// The writer lives as long as its server: once stopped, what is recorded waits for the next
+    /// explicit write (a `stopped` note) instead of a timer nobody owns.
+    @Test func theWriterWritesEvery200MillisecondsUntilItIsStopped() async throws {
+        let capture = LogCapture()
+        let log = RequestLog(enabled: true, output: capture.output)
+        func record(_ id: String) {
+            log.record(.init(id: id, remote: "127.0.0.1:1", method: "GET", path: "/healthz", query: [],
+                             status: 200, bytes: 0, seconds: 0))
+        }
+        log.startWriting()
+        record("while-writing")
+        _ = try await capture.request("while-writing")
+        log.stopWriting()
+        record("after-stopping")
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(capture.lines.count == 1)
+        log.note(.info, "stopped")
+        #expect(capture.lines.map { $0["request_id"]?.stringValue ?? $0["event"]?.stringValue } == ["while-writing", "after-stopping", "stopped"])
+    }
 }
