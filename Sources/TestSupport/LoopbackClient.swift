@@ -164,6 +164,16 @@ public final class LoopbackClient: @unchecked Sendable {
         }
     }
 
+    /// Reads (and drops events) until `count` comment lines, heartbeats, have been seen in all.
+    public func readComments(until count: Int) async throws {
+        try await run { client in
+            while client.commentsSeen < count {
+                let end = try client.readUntil([10, 10])
+                _ = client.takeEvent(upTo: end)
+            }
+        }
+    }
+
     /// Every event the server sends until it closes the stream.
     public func readEventsUntilClosed() async throws -> [Event] {
         try await run { client in

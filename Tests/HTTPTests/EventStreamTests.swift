@@ -107,7 +107,9 @@ import Testing
             #expect(!stream.isOpen)
             #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
             #expect(TestHandler.eventually { server.openConnectionCount == 0 })
-            #expect(accepted > 4)
+            // The limit's worth at least (four 16 KiB messages, more as far as the kernel took
+            // some before the loop was next scheduled, which on a busy machine may be none).
+            #expect(accepted >= 4)
         }
     }
 
