@@ -71,7 +71,7 @@ final class MemoryJournal: SessionJournal {
     }
 
     private func settle(_ session: NavigationSession) async throws {
-        for _ in 0..<500 where await session.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(2)) }
+        for _ in 0..<2500 where await session.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(2)) }
         #expect(await session.pendingWrites == 0)
     }
 
@@ -200,7 +200,7 @@ final class MemoryJournal: SessionJournal {
         let (harness, journal) = try await heldCounter()
         let undone = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         journal.release(success: false)
-        for _ in 0..<500 where await harness.session.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(2)) }
+        for _ in 0..<2500 where await harness.session.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(2)) }
         let next = try await harness.session.perform(target: "root", action: "decrementButtonTapped", arguments: nil)
         #expect(next.events.first?.sequence == undone.events.first?.sequence, "the rolled-back id is issued again")
         let session = harness.session
@@ -231,7 +231,7 @@ final class MemoryJournal: SessionJournal {
         }
 
         func wait(for count: Int) async throws {
-            for _ in 0..<500 where all.count < count { try await Task.sleep(for: .milliseconds(2)) }
+            for _ in 0..<2500 where all.count < count { try await Task.sleep(for: .milliseconds(2)) }
         }
     }
 

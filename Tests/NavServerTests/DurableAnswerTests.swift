@@ -98,7 +98,7 @@ final class GatedStore: SessionStorage {
         try await other.send(LoopbackClient.format("POST", "/sessions/\(id)/actions",
                                                    headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
                                                    body: Array(#"{"target":"root","action":"incrementButtonTapped"}"#.utf8)))
-        for _ in 0..<500 where store.heldCount == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(await eventually { store.heldCount > 0 })
         try #require(store.heldCount == 1)
         let padding = String(repeating: " ", count: 1_000_000)
         let noOp = LoopbackClient.format("PUT", "/sessions/\(id)/state",

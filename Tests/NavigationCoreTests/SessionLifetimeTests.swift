@@ -48,7 +48,7 @@ private let alive = Atomic<Int>(0)
             await session.end(.deleted)
         }
         // Let the session's last tasks wind down.
-        for _ in 0..<50 where alive.load(ordering: .relaxed) != before { try await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<250 where alive.load(ordering: .relaxed) != before { try await Task.sleep(for: .milliseconds(20)) }
         #expect(alive.load(ordering: .relaxed) == before)
     }
 }
