@@ -145,7 +145,7 @@ final class RequestLog: Sendable {
     /// that stops (an embedder may start and stop several) leaves no timer or thread behind.
     func startWriting() {
         guard enabled else { return }
-        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "navd.log"))
+        let timer = DispatchSource.makeTimerSource(queue: writerQueue)
         // The handler holds its timer until it cancels it, which lets go of both.
         timer.setEventHandler { [weak self, timer] in
             guard let self, !self.stopped.load(ordering: .acquiring) else { return timer.cancel() }
@@ -155,13 +155,16 @@ final class RequestLog: Sendable {
         timer.resume()
     }
 
-    /// Stops the writer (at its next tick) and writes out what is left.
+    /// Stops the writer and writes out what is left. Once it returns, the timer writes no more
+    /// (a tick under way has finished; the next cancels the timer).
     func stopWriting() {
         stopped.store(true, ordering: .releasing)
+        writerQueue.sync {}
         flush()
     }
 
     private static let writeInterval: DispatchTimeInterval = .milliseconds(200)
+    private let writerQueue = DispatchQueue(label: "navd.log")
     private let stopped = Atomic(false)
 
     func flush() {
