@@ -126,6 +126,16 @@ public enum Loopback {
 
     /// A listening socket on 127.0.0.1 with an ephemeral port.
     public static func listen() throws -> (Int32, Int) {
+        let (fd, port) = try bound()
+        guard listenOn(fd, backlog: 64) == 0 else {
+            close(fd)
+            throw SocketError(description: "listen: \(errno)")
+        }
+        return (fd, port)
+    }
+
+    /// A socket bound to an ephemeral port on 127.0.0.1, and its port.
+    private static func bound() throws -> (Int32, Int) {
         let fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw SocketError(description: "socket: \(errno)") }
         suppressSIGPIPE(fd)
@@ -136,22 +146,29 @@ public enum Loopback {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, listenOn(fd, backlog: 64) == 0 else {
-            close(fd)
-            throw SocketError(description: "bind/listen: \(errno)")
-        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
+        let named = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard bound == 0, named == 0 else {
+            close(fd)
+            throw SocketError(description: "bind: \(errno)")
         }
         return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
-    /// A port that nothing listens on: connecting to it is refused.
-    public static func closedPort() throws -> Int {
-        let (fd, port) = try listen()
-        close(fd)
-        return port
+    /// A port that refuses connections for as long as this lives: bound on 127.0.0.1 and never
+    /// listened on. (A port merely closed again could be handed at once to a server that a test
+    /// running beside starts, which would then answer.)
+    public final class RefusingPort: Sendable {
+        public let port: Int
+        private let fd: Int32
+
+        public init() throws {
+            (fd, port) = try Loopback.bound()
+        }
+
+        deinit { close(fd) }
     }
 
     static func readRequestPath(_ fd: Int32) -> String {

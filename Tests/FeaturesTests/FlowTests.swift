@@ -139,9 +139,10 @@ import TestSupport
     }
 
     @Test func counter_factFailureWhenTheServiceIsUnreachable() async throws {
-        let port = try Loopback.closedPort()
-        let client = LiveFactClient(baseURL: try #require(FactServiceURL("http://127.0.0.1:\(port)")))
+        let refusing = try Loopback.RefusingPort()
+        let client = LiveFactClient(baseURL: try #require(FactServiceURL("http://127.0.0.1:\(refusing.port)")))
         try await expectFailureAlert(client) { $0.contains("connection refused") }
+        withExtendedLifetime(refusing) {}
     }
 
     @Test func counter_factTimeoutIsAnAlert() async throws {
