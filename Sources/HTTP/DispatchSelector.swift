@@ -287,18 +287,20 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         interest.contains(.writable) ? [.readable, .writable, .failed] : [.readable, .failed]
     }
 
-    /// Whether `fd` is hung up (or, with `orFailed`, has an error pending), by poll(2) without
-    /// waiting.
-    private static func isHungUp(_ fd: Int32, orFailed: Bool = false) -> Bool {
+    /// Whether `fd` is hung up, by poll(2) without waiting.
+    private static func isHungUp(_ fd: Int32) -> Bool {
         var entry = pollfd(fd: fd, events: 0, revents: 0)
-        let mask = Int16(POLLHUP) | (orFailed ? Int16(POLLERR) : 0)
-        return poll(&entry, 1, 0) == 1 && entry.revents & mask != 0
+        return poll(&entry, 1, 0) == 1 && entry.revents & Int16(POLLHUP) != 0
     }
 
     /// Reports the descriptors that wait for nothing (no source armed) and are hung up or
-    /// failed. All are polled before any is reported: the loop may close some as it is told.
+    /// failed, found by one poll(2) of them all, before any is reported: the loop may close
+    /// some as it is told.
     private func reportHangUpsOfIdleWatches(_ ready: (_ token: UInt64, _ readiness: Readiness) -> Void) {
-        let failed = idleWatches.values.filter { Self.isHungUp($0.fd, orFailed: true) }
+        let idle = Array(idleWatches.values)
+        var entries = idle.map { pollfd(fd: $0.fd, events: 0, revents: 0) }
+        guard poll(&entries, nfds_t(entries.count), 0) > 0 else { return }
+        let failed = zip(idle, entries).filter { $0.1.revents & Int16(POLLHUP | POLLERR) != 0 }.map(\.0)
         for watch in failed where idleWatches[watch.fd] === watch {
             ready(watch.token, [.readable, .failed])
         }
