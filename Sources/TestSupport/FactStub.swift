@@ -126,7 +126,7 @@ public enum Loopback {
 
     /// A listening socket on 127.0.0.1 with an ephemeral port.
     public static func listen() throws -> (Int32, Int) {
-        let (fd, port) = try bound()
+        let (fd, port) = try boundSocket()
         guard listenOn(fd, backlog: 64) == 0 else {
             close(fd)
             throw SocketError(description: "listen: \(errno)")
@@ -135,7 +135,7 @@ public enum Loopback {
     }
 
     /// A socket bound to an ephemeral port on 127.0.0.1, and its port.
-    private static func bound() throws -> (Int32, Int) {
+    private static func boundSocket() throws -> (Int32, Int) {
         let fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw SocketError(description: "socket: \(errno)") }
         suppressSIGPIPE(fd)
@@ -165,7 +165,7 @@ public enum Loopback {
         private let fd: Int32
 
         public init() throws {
-            (fd, port) = try Loopback.bound()
+            (fd, port) = try Loopback.boundSocket()
         }
 
         deinit { close(fd) }
