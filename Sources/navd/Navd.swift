@@ -40,6 +40,7 @@ enum Navd {
         if configuration.checkHealth {
             exit(HealthCheck.run(configuration) ? 0 : 1)
         }
+        AllocatorTuning.restartWithLargerThreadCache()
 
         let storage: (any SessionStorage)?
         do {

@@ -208,6 +208,32 @@ import TestSupport
         }
     }
 
+    /// The environment a process started with, from /proc (Linux).
+    private static func startingEnvironment(_ pid: Int32) -> [String] {
+        guard let bytes = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { return [] }
+        return bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    #if os(Linux)
+    @Test func theServerRunsWithALargerAllocatorCacheUnlessTheEnvironmentChoosesOne() async throws {
+        // Started without it, the same process (same id) runs again with the cache set.
+        let tuned = try Running(["--port", "0", "--log-requests", "off", "--store", "memory"], environment: ["GLIBC_TUNABLES": ""])
+        try tuned.waitUntilListening()
+        #expect(Self.startingEnvironment(tuned.process.processIdentifier).contains("GLIBC_TUNABLES=glibc.malloc.tcache_count=64"))
+        #expect(try await LoopbackClient(port: tuned.port).request("GET", "/healthz").status == 200)
+        // A size the operator chose is left as it is.
+        let chosen = try Running(["--port", "0", "--log-requests", "off", "--store", "memory"],
+                                 environment: ["GLIBC_TUNABLES": "glibc.malloc.tcache_count=5"])
+        try chosen.waitUntilListening()
+        #expect(Self.startingEnvironment(chosen.process.processIdentifier).contains("GLIBC_TUNABLES=glibc.malloc.tcache_count=5"))
+        for navd in [tuned, chosen] {
+            navd.process.terminate()
+            #expect(await navd.wait(timeout: .seconds(5)))
+            #expect(navd.process.terminationStatus == 0)
+        }
+    }
+    #endif
+
     /// Resident memory of a process, from /proc (Linux).
     private static func residentBytes(_ pid: Int32) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
