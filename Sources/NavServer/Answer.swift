@@ -3,7 +3,7 @@ import HTTP
 /// Answers one request exactly once, from any thread, through its exchange (the headers every
 /// response carries, the metrics, the log).
 struct Answer: Sendable {
-    private var exchange: Exchange
+    private let exchange: Exchange
     private let responder: HTTPResponder
 
     init(request: HTTPRequest, responder: HTTPResponder, route: Route?, started: ContinuousClock.Instant, handler: APIHandler) {
@@ -19,9 +19,12 @@ struct Answer: Sendable {
 
     /// This answer, for a request that waits for its effects.
     func waiting() -> Answer {
-        var answer = self
-        answer.exchange = exchange.waiting()
-        return answer
+        Answer(exchange: exchange.waiting(), responder: responder)
+    }
+
+    private init(exchange: Exchange, responder: HTTPResponder) {
+        self.exchange = exchange
+        self.responder = responder
     }
 
     func send(_ response: HTTPResponse) {

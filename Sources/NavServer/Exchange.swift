@@ -3,7 +3,10 @@ import HTTP
 /// One request and its answer, as navd accounts for them: the headers every response carries
 /// (`X-Request-ID`, CORS), the metrics and the request log. Answered requests and the ones the
 /// HTTP layer refuses on its own go through it alike.
-struct Exchange: Sendable {
+///
+/// A class: an answer travels through several closures (the change, its failure, the durable
+/// notice), and passing one reference costs less than copying every field each time.
+final class Exchange: Sendable {
     /// The client's valid `X-Request-ID`, or one made for this request.
     let requestID: String
     /// The client's address, formatted only for a log line.
@@ -21,7 +24,7 @@ struct Exchange: Sendable {
     private let handler: APIHandler
     /// A `?wait=true` request: its latency is mostly the effect it waits for, so it is measured
     /// apart from ordinary requests.
-    private var waits = false
+    private let waits: Bool
 
     /// Query parameters that carry a credential (the token for curl, a stream ticket for
     /// `EventSource`): never kept, so no log line can show them, in any spelling of their name.
@@ -40,13 +43,25 @@ struct Exchange: Sendable {
         self.route = route
         self.started = started
         self.handler = handler
+        self.waits = false
+    }
+
+    private init(waiting exchange: Exchange) {
+        requestID = exchange.requestID
+        peer = exchange.peer
+        method = exchange.method
+        path = exchange.path
+        query = exchange.query
+        origin = exchange.origin
+        route = exchange.route
+        started = exchange.started
+        handler = exchange.handler
+        waits = true
     }
 
     /// This exchange, for a request that waits for its effects.
     func waiting() -> Exchange {
-        var exchange = self
-        exchange.waits = true
-        return exchange
+        Exchange(waiting: self)
     }
 
     /// The response with the headers every answer carries, accounted for. A refusal is counted

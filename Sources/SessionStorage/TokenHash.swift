@@ -23,11 +23,20 @@ public enum TokenHash {
     }
 
     /// Compares in constant time, so how long a refusal takes says nothing about the token.
+    /// Hashes the token where it lies, into a buffer on the stack: a token is checked on every
+    /// request, and copies of it would be allocations on every request.
     public static func matches(_ candidate: String, _ hash: [UInt8]) -> Bool {
-        let computed = sha256(Array(candidate.utf8))
-        guard computed.count == hash.count, !hash.isEmpty else { return false }
-        var difference: UInt8 = 0
-        for (a, b) in zip(computed, hash) { difference |= a ^ b }
-        return difference == 0
+        guard hash.count == byteCount else { return false }
+        var candidate = candidate
+        return candidate.withUTF8 { input in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(EVP_MAX_MD_SIZE)) { digest in
+                var length: UInt32 = 0
+                guard EVP_Digest(input.baseAddress, input.count, digest.baseAddress, &length, algorithm ?? EVP_sha256(), nil) == 1,
+                      Int(length) == byteCount else { return false }
+                var difference: UInt8 = 0
+                for index in 0..<byteCount { difference |= digest[index] ^ hash[index] }
+                return difference == 0
+            }
+        }
     }
 }

@@ -54,13 +54,15 @@ final class LiveFeature<Subject>: AnyLiveFeature {
     func derive() -> Derivation? {
         guard let subject = access.read() else { return nil }
         let body = screen.body
+        // By index: a declaration read in place, not copied (with every closure it holds
+        // retained) for each field and slot, on every derivation.
         var state = JSONObject()
-        for field in body.fields where !field.holdsChildren {
-            state.append(field.name, field.encode(subject))
+        for index in body.fields.indices where !body.fields[index].holdsChildren {
+            state.append(body.fields[index].name, body.fields[index].encode(subject))
         }
         var presentations: [(slot: Int, child: PresentedChild)] = []
-        for (index, slot) in body.presentations.enumerated() {
-            if let child = slot.current(subject, access) { presentations.append((index, child)) }
+        for index in body.presentations.indices {
+            if let child = body.presentations[index].current(subject, access) { presentations.append((index, child)) }
         }
         return Derivation(state: state, presentations: presentations, stacks: body.stacks.map { $0.contents(subject) })
     }
