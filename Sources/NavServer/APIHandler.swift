@@ -111,7 +111,7 @@ final class APIHandler: HTTPHandler {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         guard store.hasRoom() else { throw .overCapacity(sessions: store.limit ?? 0) }
         let allowQueryToken = route == .events
-        let token = Self.presentedToken(request, allowQueryToken: allowQueryToken)
+        let token = Self.presentedToken(request, allowQueryToken: allowQueryToken).map(String.init)
         let ticket = request.headers["Authorization"] == nil && allowQueryToken && request.queryValue("ticket") != nil
         Task(executorPreference: answer.executor) { [self] in
             do throws(APIError) {
@@ -225,18 +225,18 @@ final class APIHandler: HTTPHandler {
 
     /// The bearer token a request presents, from `Authorization` or, on the event stream,
     /// `?token=`; nil when there is none (or a stream ticket instead).
-    private static func presentedToken(_ request: HTTPRequest, allowQueryToken: Bool) -> String? {
+    private static func presentedToken(_ request: HTTPRequest, allowQueryToken: Bool) -> Substring? {
         if let header = request.headers["Authorization"] {
             // `Bearer <token>`, the scheme in any case, read on the bytes; spaces are no part of a token.
             let bytes = header.utf8.drop { $0 == UInt8(ascii: " ") }
             guard let space = bytes.firstIndex(of: UInt8(ascii: " ")),
                   bytes[..<space].elementsEqual("bearer".utf8, by: { $0 | 0x20 == $1 }) else { return nil }
             let token = bytes[space...].dropFirst()
-            guard token.contains(UInt8(ascii: " ")) else { return String(Substring(token)) }
-            return String(decoding: token.filter { $0 != UInt8(ascii: " ") }, as: UTF8.self)
+            guard token.contains(UInt8(ascii: " ")) else { return Substring(token) }
+            return Substring(String(decoding: token.filter { $0 != UInt8(ascii: " ") }, as: UTF8.self))
         }
         guard allowQueryToken, request.queryValue("ticket") == nil else { return nil }
-        return request.queryValue("token")
+        return request.queryValue("token").map { $0[...] }
     }
 
     /// The `Authorization` header counts when present; otherwise the event stream also takes a
@@ -468,7 +468,9 @@ final class APIHandler: HTTPHandler {
 
     /// `{"version":n,"events":[{"id","event","data"}…]}`, reusing each event's encoded data.
     static func outcomeBody(_ outcome: NavigationSession.Outcome) -> [UInt8] {
-        var bytes = Array(#"{"version":"#.utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(outcome.events.reduce(32) { $0 + $1.encodedData.count + 48 })
+        bytes.append(contentsOf: #"{"version":"#.utf8)
         JSONWriter.writeInt(outcome.version, into: &bytes)
         bytes.append(contentsOf: #","events":["#.utf8)
         for (index, event) in outcome.events.enumerated() {

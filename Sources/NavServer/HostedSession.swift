@@ -45,7 +45,7 @@ final class HostedSession: Sendable {
 
     func markStored() { stored.store(true, ordering: .releasing) }
 
-    func accepts(_ candidate: String?) -> Bool {
+    func accepts(_ candidate: Substring?) -> Bool {
         guard let candidate else { return false }
         return TokenHash.matches(candidate, tokenHash)
     }

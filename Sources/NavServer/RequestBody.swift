@@ -7,10 +7,7 @@ enum RequestBody {
     static func json(_ request: HTTPRequest) throws(APIError) -> JSON? {
         guard !request.body.isEmpty else { return nil }
         if let type = request.headers["Content-Type"] {
-            // The media type before any parameter, without spaces, in lower case: on the bytes.
-            let mediaType = type.utf8.prefix { $0 != UInt8(ascii: ";") }
-                .compactMap { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") ? nil : (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
-            guard mediaType.elementsEqual("application/json".utf8) || mediaType.reversed().starts(with: "+json".utf8.reversed()) else {
+            guard isJSON(mediaType: type) else {
                 throw APIError(415, "unsupported_media_type", "send the body as application/json, not \(type)")
             }
         }
@@ -21,15 +18,26 @@ enum RequestBody {
         }
     }
 
+    /// `application/json` or any `+json` type: the media type before any parameter, without
+    /// spaces, in lower case, compared on the header's bytes.
+    static func isJSON(mediaType header: String) -> Bool {
+        let mediaType = header.utf8.prefix { $0 != UInt8(ascii: ";") }
+            .lazy.filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
+            .map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
+        return mediaType.elementsEqual("application/json".utf8) || mediaType.reversed().starts(with: "+json".utf8.reversed())
+    }
+
     /// A body that must be a JSON object with only the given keys.
-    static func object(_ request: HTTPRequest, allowed keys: Set<String>, required: Bool = true) throws(APIError) -> JSONObject {
+    /// `keys` is a literal of a few names, static and searched in place: a set would be built
+    /// and hashed on every request.
+    static func object(_ request: HTTPRequest, allowed keys: [String], required: Bool = true) throws(APIError) -> JSONObject {
         guard let body = try json(request) else {
             if required { throw APIError(400, "missing_body", "this request needs a JSON body") }
             return JSONObject()
         }
         guard case .object(let object) = body else { throw APIError.invalidBody("body", "expected an object, found \(body.typeName)") }
-        for key in object.keys where !keys.contains(key) {
-            throw APIError.invalidBody("body.\(key)", "unknown field; expected \(keys.sorted().joined(separator: ", "))")
+        for pair in object.pairs where !keys.contains(pair.key) {
+            throw APIError.invalidBody("body.\(pair.key)", "unknown field; expected \(keys.sorted().joined(separator: ", "))")
         }
         return object
     }

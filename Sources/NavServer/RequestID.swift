@@ -38,24 +38,26 @@ enum RequestID {
     /// within a process and, in practice, across processes, without a system call per request.
     static func generate() -> String {
         let sequence = counter.add(1, ordering: .relaxed).newValue
-        var out = prefix
-        out.reserveCapacity(32)
-        appendHex(sequence, to: &out)
-        return String(decoding: out, as: UTF8.self)
+        return String(unsafeUninitializedCapacity: 32) { buffer in
+            _ = buffer.initialize(fromContentsOf: prefix)
+            writeHex(sequence, into: UnsafeMutableBufferPointer(rebasing: buffer[16...]))
+            return 32
+        }
     }
 
     private static let counter = Atomic<UInt64>(0)
     private static let prefix: [UInt8] = {
         var generator = SystemRandomNumberGenerator()
-        var out: [UInt8] = []
-        appendHex(generator.next(), to: &out)
+        var out = [UInt8](repeating: 0, count: 16)
+        out.withUnsafeMutableBufferPointer { writeHex(generator.next(), into: $0) }
         return out
     }()
 
-    private static func appendHex(_ value: UInt64, to out: inout [UInt8]) {
-        let digits = Array("0123456789abcdef".utf8)
-        for shift in stride(from: 60, through: 0, by: -4) {
-            out.append(digits[Int((value >> UInt64(shift)) & 0xF)])
+    /// 16 lower-case hex digits of `value` into the first 16 bytes of `out`.
+    private static func writeHex(_ value: UInt64, into out: UnsafeMutableBufferPointer<UInt8>) {
+        for index in 0..<16 {
+            let digit = UInt8((value >> UInt64(60 - 4 * index)) & 0xF)
+            out[index] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
         }
     }
 }

@@ -26,6 +26,11 @@ public enum TokenHash {
     /// Hashes the token where it lies, into a buffer on the stack: a token is checked on every
     /// request, and copies of it would be allocations on every request.
     public static func matches(_ candidate: String, _ hash: [UInt8]) -> Bool {
+        matches(candidate[...], hash)
+    }
+
+    /// `matches` for a token read out of a longer text (a header), without a copy of its own.
+    public static func matches(_ candidate: Substring, _ hash: [UInt8]) -> Bool {
         guard hash.count == byteCount else { return false }
         var candidate = candidate
         return candidate.withUTF8 { input in

@@ -41,11 +41,11 @@ final class ChangeTracker: Sendable {
 
     func drain() -> [Int] {
         state.withLock { state in
-            defer {
-                state.dirty.removeAll(keepingCapacity: true)
-                state.flushRequested = false
-            }
-            return state.dirty
+            state.flushRequested = false
+            // Handed over whole: emptying a buffer the caller still shares would copy it.
+            var drained: [Int] = []
+            swap(&drained, &state.dirty)
+            return drained
         }
     }
 }

@@ -57,6 +57,7 @@ final class LiveFeature<Subject>: AnyLiveFeature {
         // By index: a declaration read in place, not copied (with every closure it holds
         // retained) for each field and slot, on every derivation.
         var state = JSONObject()
+        state.reserveCapacity(body.fields.count)
         for index in body.fields.indices where !body.fields[index].holdsChildren {
             state.append(body.fields[index].name, body.fields[index].encode(subject))
         }

@@ -66,7 +66,10 @@ final class Reconciler {
     /// Re-derives every feature that changed since the last call and returns the batch.
     func reconcile() -> [(NavigationEvent.Kind, JSON)] {
         let serials = tracker.drain()
-        if !serials.isEmpty {
+        if serials.count == 1 || serials.count == 2 && serials[0] == serials[1] {
+            // The usual transaction: one feature changed (once or twice).
+            if let node = nodesBySerial[serials[0]], node.isAttached { update(node) }
+        } else if !serials.isEmpty {
             var seen = Set<Int>()
             let dirty = serials.compactMap { serial in seen.insert(serial).inserted ? nodesBySerial[serial] : nil }
             // Owners first: an owner that removes a child spares the child a pointless update.

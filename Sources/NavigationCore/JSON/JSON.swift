@@ -139,6 +139,11 @@ public struct JSONObject: Sendable, Equatable {
         }
     }
 
+    /// Room for `count` keys in one allocation.
+    public mutating func reserveCapacity(_ count: Int) {
+        pairs.reserveCapacity(count)
+    }
+
     /// Appends without checking for an existing key; for building objects whose keys are known distinct.
     public mutating func append(_ key: String, _ value: JSON) {
         pairs.append((key, value))
