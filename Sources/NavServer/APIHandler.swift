@@ -346,97 +346,116 @@ final class APIHandler: HTTPHandler {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let ifMatch = try Self.ifMatch(request)
         let wait = try Self.wait(request, limit: configuration.waitTimeout)
-        let change: @Sendable (isolated NavigationSession) throws(NavigationError) -> NavigationSession.Outcome
-        switch route {
-        case .actions:
-            let body = try RequestBody.object(request, allowed: ["target", "action", "args"])
-            let target = try RequestBody.optionalString(body, "target") ?? "root"
-            let action = try RequestBody.string(body, "action")
-            let arguments = body["args"]
-            change = { session throws(NavigationError) in
-                try session.perform(target: target, action: action, arguments: arguments, ifMatch: ifMatch)
-            }
-        case .binding:
-            guard let value = try RequestBody.json(request) else { throw APIError(400, "missing_body", "send the new value as the JSON body") }
-            let (target, field) = (parameters[1], parameters[2])
-            change = { session throws(NavigationError) in try session.bind(target: target, field: field, value: value, ifMatch: ifMatch) }
-        case .dismiss:
-            let body = try RequestBody.object(request, allowed: ["button"], required: false)
-            let button = try RequestBody.optionalString(body, "button")
-            let presentation = parameters[1]
-            change = { session throws(NavigationError) in
-                try session.dismiss(presentation: presentation, button: button, ifMatch: ifMatch)
-            }
-        case .pop:
-            // An empty body is the Back button: one screen.
-            let body = try RequestBody.object(request, allowed: ["count", "to"], required: false)
-            let pop: NavigationSession.PopRequest
-            switch (body["count"], body["to"]) {
-            case (.int(let count)?, nil): pop = .count(count)
-            case (nil, .string(let element)?): pop = .to(element)
-            case (nil, nil): pop = .count(1)
-            case (.some, .some): throw APIError.invalidBody("body", "give either count or to, not both")
-            case (let count?, nil): throw APIError.invalidBody("body.count", "expected an integer, found \(count.typeName)")
-            case (nil, let to?): throw APIError.invalidBody("body.to", "expected an element id string, found \(to.typeName)")
-            }
-            let stack = parameters[1]
-            change = { session throws(NavigationError) in try session.pop(stack: stack, pop, ifMatch: ifMatch) }
-        case .push:
-            let body = try RequestBody.object(request, allowed: ["value"])
-            guard let value = body["value"] else { throw APIError.invalidBody("body.value", "missing; expected a path value such as {\"settings\":{}}") }
-            let target = parameters[1]
-            change = { session throws(NavigationError) in try session.push(from: target, value: value, ifMatch: ifMatch) }
-        case .state:
-            let body = try RequestBody.object(request, allowed: ["state"])
-            guard let state = body["state"] else { throw APIError.invalidBody("body.state", "missing; expected the feature's state") }
-            change = { session throws(NavigationError) in try session.replaceState(state, ifMatch: ifMatch) }
-        default:
-            throw APIError(404, "not_found", "no such endpoint")
-        }
-        let (store, lifecycle) = (store, lifecycle)
-        let fail: @Sendable (NavigationError) -> Void = { error in
-            if lifecycle.isShuttingDown {
-                // A session the shutdown just ended or suspended is not gone: try again later.
-                answer.fail(.shuttingDown)
-            } else if hosted.epoch != nil, store.session(hosted.id) !== hosted {
-                // Another node took it over and this write was fenced off: nothing changed,
-                // and this node answers as for a session it never had.
-                answer.fail(.unknownSession(hosted.id))
-            } else {
-                answer.fail(APIError(error))
-            }
-        }
+        let change = try Self.change(route, parameters, request)
         guard let wait else {
             // The hot path: the change in place on the session's loop, the answer once it is
             // durable, straight from the store's notice; no task, no continuation.
-            return session.isolated { session in
+            return session.isolated { [self] session in
                 do throws(NavigationError) {
-                    let outcome = try change(session)
-                    // Made here, on the session's loop, so the store's thread only says when.
-                    let response = Self.outcomeResponse(outcome)
-                    session.whenDurable(outcome, on: answer.executor) { result in
+                    let outcome = try change.apply(to: session, ifMatch: ifMatch)
+                    // Answered on the request's own loop, where the response is made too: made
+                    // earlier and carried here, its headers would be copied to get the request id.
+                    session.whenDurable(outcome, on: answer.executor) { [self] result in
                         switch result {
-                        case .success: answer.send(response)
-                        case .failure(let error): fail(error)
+                        case .success(let outcome): answer.send(Self.outcomeResponse(outcome))
+                        case .failure(let error): fail(error, hosted, answer)
                         }
                     }
                 } catch {
-                    fail(error)
+                    fail(error, hosted, answer)
                 }
             }
         }
         // A request that waits is measured apart: its latency is mostly its effects'.
         let waiting = answer.waiting()
-        Task(executorPreference: answer.executor) {
+        Task(executorPreference: answer.executor) { [self] in
             do throws(NavigationError) {
                 // On the session's actor throughout, the answer included (it only queues bytes).
                 try await session.run { session throws(NavigationError) in
-                    let outcome = try await session.durable(try change(session))
+                    let outcome = try await session.durable(try change.apply(to: session, ifMatch: ifMatch))
                     waiting.send(Self.outcomeResponse(try await session.durable(await session.waitForEffects(of: outcome, timeout: wait))))
                 }
             } catch {
-                fail(error)
+                fail(error, hosted, answer)
             }
+        }
+    }
+
+    /// What a request asks of a session, read and checked on the request's loop before the
+    /// session runs it. A value, not a closure: it travels inside the one closure that runs it.
+    private enum Change: Sendable {
+        case action(target: String, action: String, arguments: JSON?)
+        case binding(target: String, field: String, value: JSON)
+        case dismiss(presentation: String, button: String?)
+        case pop(stack: String, NavigationSession.PopRequest)
+        case push(target: String, value: JSON)
+        case state(JSON)
+
+        func apply(to session: isolated NavigationSession, ifMatch: Int?) throws(NavigationError) -> NavigationSession.Outcome {
+            switch self {
+            case .action(let target, let action, let arguments):
+                try session.perform(target: target, action: action, arguments: arguments, ifMatch: ifMatch)
+            case .binding(let target, let field, let value):
+                try session.bind(target: target, field: field, value: value, ifMatch: ifMatch)
+            case .dismiss(let presentation, let button):
+                try session.dismiss(presentation: presentation, button: button, ifMatch: ifMatch)
+            case .pop(let stack, let request):
+                try session.pop(stack: stack, request, ifMatch: ifMatch)
+            case .push(let target, let value):
+                try session.push(from: target, value: value, ifMatch: ifMatch)
+            case .state(let state):
+                try session.replaceState(state, ifMatch: ifMatch)
+            }
+        }
+    }
+
+    private static func change(_ route: Route, _ parameters: [String], _ request: HTTPRequest) throws(APIError) -> Change {
+        switch route {
+        case .actions:
+            let body = try RequestBody.object(request, allowed: ["target", "action", "args"])
+            return .action(target: try RequestBody.optionalString(body, "target") ?? "root",
+                           action: try RequestBody.string(body, "action"), arguments: body["args"])
+        case .binding:
+            guard let value = try RequestBody.json(request) else { throw APIError(400, "missing_body", "send the new value as the JSON body") }
+            return .binding(target: parameters[1], field: parameters[2], value: value)
+        case .dismiss:
+            let body = try RequestBody.object(request, allowed: ["button"], required: false)
+            return .dismiss(presentation: parameters[1], button: try RequestBody.optionalString(body, "button"))
+        case .pop:
+            // An empty body is the Back button: one screen.
+            let body = try RequestBody.object(request, allowed: ["count", "to"], required: false)
+            switch (body["count"], body["to"]) {
+            case (.int(let count)?, nil): return .pop(stack: parameters[1], .count(count))
+            case (nil, .string(let element)?): return .pop(stack: parameters[1], .to(element))
+            case (nil, nil): return .pop(stack: parameters[1], .count(1))
+            case (.some, .some): throw APIError.invalidBody("body", "give either count or to, not both")
+            case (let count?, nil): throw APIError.invalidBody("body.count", "expected an integer, found \(count.typeName)")
+            case (nil, let to?): throw APIError.invalidBody("body.to", "expected an element id string, found \(to.typeName)")
+            }
+        case .push:
+            let body = try RequestBody.object(request, allowed: ["value"])
+            guard let value = body["value"] else { throw APIError.invalidBody("body.value", "missing; expected a path value such as {\"settings\":{}}") }
+            return .push(target: parameters[1], value: value)
+        case .state:
+            let body = try RequestBody.object(request, allowed: ["state"])
+            guard let state = body["state"] else { throw APIError.invalidBody("body.state", "missing; expected the feature's state") }
+            return .state(state)
+        default:
+            throw APIError(404, "not_found", "no such endpoint")
+        }
+    }
+
+    /// Answers a change that did not happen.
+    private func fail(_ error: NavigationError, _ hosted: HostedSession, _ answer: Answer) {
+        if lifecycle.isShuttingDown {
+            // A session the shutdown just ended or suspended is not gone: try again later.
+            answer.fail(.shuttingDown)
+        } else if hosted.epoch != nil, store.session(hosted.id) !== hosted {
+            // Another node took it over and this write was fenced off: nothing changed,
+            // and this node answers as for a session it never had.
+            answer.fail(.unknownSession(hosted.id))
+        } else {
+            answer.fail(APIError(error))
         }
     }
 

@@ -418,6 +418,8 @@ public actor NavigationSession {
     /// loop from here would run before the notice waiting in the loop's inbox.
     public func whenDurable(_ outcome: Outcome, on executor: any SessionExecutor,
                             _ done: @escaping @Sendable (Result<Outcome, NavigationError>) -> Void) {
+        // Kept in memory and answered where it was asked: at once, with nothing to wrap.
+        if durability == nil, outcome.rollbacks == rollbacks, executor.isCurrent { return done(.success(outcome)) }
         let deliver: @Sendable (Bool) -> Void = { succeeded in
             done(succeeded ? .success(outcome) : .failure(.storageUnavailable))
         }

@@ -231,7 +231,11 @@ final class Reconciler {
         }
         if !changed.isEmpty {
             node.state = derivation.state
-            changes.append((.state, .object(JSONObject([("feature", .string(node.id)), ("changes", .object(changed))]))))
+            var data = JSONObject()
+            data.reserveCapacity(2)
+            data.append("feature", .string(node.id))
+            data.append("changes", .object(changed))
+            changes.append((.state, .object(data)))
         }
 
         // Rule 1: a presentation is keyed by (owner, slot, identity). An alert's text is part of
@@ -330,6 +334,8 @@ final class Reconciler {
             additions.removeAll()
             changes.removeAll()
         }
+        // A batch of `state` changes alone, the usual one, is handed over as it is.
+        if removalGroups.isEmpty && additions.isEmpty { return changes }
         if removalGroups.count > 1 { removalGroups.sort { $0.position < $1.position } }
         return removalGroups.flatMap(\.events) + additions + changes
     }
