@@ -53,7 +53,7 @@ let package = Package(
         ], swiftSettings: swiftSettings),
         // Sessions, routes, configuration and metrics: wires the core and its caller's features to HTTP.
         .target(name: "NavServer", dependencies: ["NavigationCore", "HTTP", "WebClient", "SessionStorage", "SQLiteStorage", "PostgresStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
-        // glibc's malloc.h (mallopt, malloc_trim): empty elsewhere.
+        // glibc's malloc.h (mallopt, malloc_trim) and sys/auxv.h (getauxval): empty elsewhere.
         .systemLibrary(name: "CGlibcMalloc", path: "Sources/CGlibcMalloc"),
         // The Swift client an app imports: the event stream, a live mirror of the tree, the API's calls. Depends on no other target.
         .target(name: "NavigationClient", swiftSettings: swiftSettings),
@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["NavigationCore", "Features", "HTTP"], swiftSettings: swiftSettings),
         // The demo features on NavServer's public API, with their flags: what navd and the tests host.
         .target(name: "DemoHost", dependencies: ["NavServer", "Features", "NavigationCore"], swiftSettings: swiftSettings),
-        .executableTarget(name: "navd", dependencies: ["DemoHost", "NavServer", "HTTP", "SessionStorage"], swiftSettings: swiftSettings),
+        .executableTarget(name: "navd", dependencies: ["DemoHost", "NavServer", "HTTP", "SessionStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),

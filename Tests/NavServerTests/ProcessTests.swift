@@ -30,13 +30,15 @@ import TestSupport
         /// A directory this process made for itself, removed with it; a restart's is its caller's.
         private let ownsDataDirectory: Bool
 
-        init(_ arguments: [String], environment: [String: String] = [:], dataDirectory: String? = nil) throws {
+        init(_ arguments: [String], environment: [String: String] = [:], unsetting: [String] = [], dataDirectory: String? = nil) throws {
             guard let navd = ProcessTests.navd else { throw LoopbackClient.Failure(description: "navd binary not built") }
             self.dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("navd-process-\(UUID().uuidString)").path
             ownsDataDirectory = dataDirectory == nil
             process.executableURL = navd
             process.arguments = arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(["NAVD_DATA_DIR": self.dataDirectory]) { $1 }.merging(environment) { $1 }
+            var variables = ProcessInfo.processInfo.environment.merging(["NAVD_DATA_DIR": self.dataDirectory]) { $1 }.merging(environment) { $1 }
+            for name in unsetting { variables[name] = nil }
+            process.environment = variables
             process.standardOutput = output
             process.standardError = errors
             try process.run()
@@ -216,17 +218,26 @@ import TestSupport
 
     #if os(Linux)
     @Test func theServerRunsWithALargerAllocatorCacheUnlessTheEnvironmentChoosesOne() async throws {
-        // Started without it, the same process (same id) runs again with the cache set.
-        let tuned = try Running(["--port", "0", "--log-requests", "off", "--store", "memory"], environment: ["GLIBC_TUNABLES": ""])
+        // Started without it, the same process (same id, same name) runs again with the cache set.
+        let tuned = try Running(["--port", "0", "--log-requests", "off", "--store", "memory"],
+                                environment: ["GLIBC_TUNABLES": ""], unsetting: ["NAVD_ALLOCATOR_TUNED"])
         try tuned.waitUntilListening()
-        #expect(Self.startingEnvironment(tuned.process.processIdentifier).contains("GLIBC_TUNABLES=glibc.malloc.tcache_count=64"))
+        let pid = tuned.process.processIdentifier
+        #expect(Self.startingEnvironment(pid).contains("GLIBC_TUNABLES=glibc.malloc.tcache_count=64"))
+        let name = try String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(name == String(try #require(ProcessTests.navd).lastPathComponent.prefix(15)))
         #expect(try await LoopbackClient(port: tuned.port).request("GET", "/healthz").status == 200)
         // A size the operator chose is left as it is.
         let chosen = try Running(["--port", "0", "--log-requests", "off", "--store", "memory"],
-                                 environment: ["GLIBC_TUNABLES": "glibc.malloc.tcache_count=5"])
+                                 environment: ["GLIBC_TUNABLES": "glibc.malloc.tcache_count=5"], unsetting: ["NAVD_ALLOCATOR_TUNED"])
         try chosen.waitUntilListening()
         #expect(Self.startingEnvironment(chosen.process.processIdentifier).contains("GLIBC_TUNABLES=glibc.malloc.tcache_count=5"))
-        for navd in [tuned, chosen] {
+        // A second start never starts again, whatever glibc left of the tunable.
+        let second = try Running(["--port", "0", "--log-requests", "off", "--store", "memory"],
+                                 environment: ["GLIBC_TUNABLES": "", "NAVD_ALLOCATOR_TUNED": "1"])
+        try second.waitUntilListening()
+        #expect(Self.startingEnvironment(second.process.processIdentifier).contains("GLIBC_TUNABLES="))
+        for navd in [tuned, chosen, second] {
             navd.process.terminate()
             #expect(await navd.wait(timeout: .seconds(5)))
             #expect(navd.process.terminationStatus == 0)
