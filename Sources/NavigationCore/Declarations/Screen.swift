@@ -66,8 +66,7 @@ public final class Screen<Subject>: Sendable {
     func encode(_ subject: Subject) -> JSON {
         if let whole = body.wholeValue { return whole.encode(subject) }
         var object = JSONObject()
-        object.reserveCapacity(body.fields.count)
-        for index in body.fields.indices { object.append(body.fields[index].name, body.fields[index].encode(subject)) }
+        for field in body.fields { object.append(field.name, field.encode(subject)) }
         return .object(object)
     }
 

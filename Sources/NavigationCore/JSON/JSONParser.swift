@@ -90,8 +90,6 @@ public struct JSONParser {
             index += 1
             return .object(object)
         }
-        // Room for a request body's few keys at once, rather than growing one key at a time.
-        object.reserveCapacity(4)
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
