@@ -1,5 +1,5 @@
 /// Byte-level helpers for the HTTP grammar, so parsing never goes through `String`.
-enum ASCII {
+package enum ASCII {
     static let tab: UInt8 = 0x09
     static let lf: UInt8 = 0x0A
     static let cr: UInt8 = 0x0D
@@ -16,7 +16,7 @@ enum ASCII {
     static let asterisk: UInt8 = 0x2A
 
     /// RFC 9110 `tchar`: the characters allowed in methods and field names.
-    static func isTokenCharacter(_ byte: UInt8) -> Bool {
+    package static func isTokenCharacter(_ byte: UInt8) -> Bool {
         switch byte {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
         case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: true
@@ -24,9 +24,9 @@ enum ASCII {
         }
     }
 
-    static func isWhitespace(_ byte: UInt8) -> Bool { byte == space || byte == tab }
+    package static func isWhitespace(_ byte: UInt8) -> Bool { byte == space || byte == tab }
 
-    static func lowercased(_ byte: UInt8) -> UInt8 {
+    package static func lowercased(_ byte: UInt8) -> UInt8 {
         byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
     }
 

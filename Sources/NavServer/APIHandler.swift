@@ -227,13 +227,14 @@ final class APIHandler: HTTPHandler {
     /// `?token=`; nil when there is none (or a stream ticket instead).
     private static func presentedToken(_ request: HTTPRequest, allowQueryToken: Bool) -> Substring? {
         if let header = request.headers["Authorization"] {
-            // `Bearer <token>`, the scheme in any case, read on the bytes; spaces are no part of a token.
+            // `Bearer <token>`, the scheme in any case, read on the bytes. A token has no spaces
+            // (RFC 6750): one with spaces in it is some other credential, and opens nothing.
             let bytes = header.utf8.drop { $0 == UInt8(ascii: " ") }
             guard let space = bytes.firstIndex(of: UInt8(ascii: " ")),
                   bytes[..<space].elementsEqual("bearer".utf8, by: { $0 | 0x20 == $1 }) else { return nil }
-            let token = bytes[space...].dropFirst()
-            guard token.contains(UInt8(ascii: " ")) else { return Substring(token) }
-            return Substring(String(decoding: token.filter { $0 != UInt8(ascii: " ") }, as: UTF8.self))
+            let token = bytes[space...].drop { $0 == UInt8(ascii: " ") }
+            guard !token.contains(UInt8(ascii: " ")) else { return nil }
+            return Substring(token)
         }
         guard allowQueryToken, request.queryValue("ticket") == nil else { return nil }
         return request.queryValue("token").map { $0[...] }

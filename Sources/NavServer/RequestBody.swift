@@ -18,13 +18,20 @@ enum RequestBody {
         }
     }
 
-    /// `application/json` or any `+json` type: the media type before any parameter, without
-    /// spaces, in lower case, compared on the header's bytes.
+    /// `application/json` or any `type/subtype+json`: the media type before any parameter, with
+    /// the spaces around it trimmed, in any case, compared on the header's bytes.
     static func isJSON(mediaType header: String) -> Bool {
         let mediaType = header.utf8.prefix { $0 != UInt8(ascii: ";") }
-            .lazy.filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
-            .map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
-        return mediaType.elementsEqual("application/json".utf8) || mediaType.reversed().starts(with: "+json".utf8.reversed())
+            .drop(while: ASCII.isWhitespace).reversed().drop(while: ASCII.isWhitespace).reversed()
+            .lazy.map(ASCII.lowercased)
+        if mediaType.elementsEqual("application/json".utf8) { return true }
+        // A type, one slash, a subtype ending in `+json`, and nothing but token characters.
+        let slash = UInt8(ascii: "/")
+        guard let first = mediaType.firstIndex(of: slash), first != mediaType.startIndex,
+              first == mediaType.lastIndex(of: slash),
+              mediaType.distance(from: first, to: mediaType.endIndex) > "/+json".utf8.count,
+              mediaType.reversed().starts(with: "+json".utf8.reversed()) else { return false }
+        return mediaType.allSatisfy { $0 == slash || ASCII.isTokenCharacter($0) }
     }
 
     /// A body that must be a JSON object with only the given keys.

@@ -71,9 +71,12 @@ import TestSupport
         let form = try await client.request("POST", "/sessions", headers: [("Content-Type", "text/plain")], body: Array(#"{"feature":"app"}"#.utf8))
         #expect(form.status == 415)
         #expect(try await client.request("POST", "/sessions").status == 400)
-        // The media type is read without its parameters, spaces or case.
+        // The media type is read without its parameters, the spaces around it, or case; inside
+        // it, only `type/subtype` of token characters, `+json` ending the subtype.
         for (type, status) in [("Application/JSON; charset=utf-8", 201), ("application/vnd.navd+json", 201), (" application/json ;q=1", 201),
-                               ("application/jsonx", 415), ("text/json", 415)] {
+                               ("application/jsonx", 415), ("text/json", 415), ("+json", 415), ("application/+json", 415),
+                               ("application /json", 415), ("application/ json", 415), ("/vnd+json", 415), ("a/b/c+json", 415),
+                               ("application/vnd navd+json", 415), ("\tapplication/problem+json\t", 201)] {
             let created = try await client.request("POST", "/sessions", headers: [("Content-Type", type)], body: Array(#"{"feature":"counter"}"#.utf8))
             #expect(created.status == status, "\(type)")
         }
@@ -89,7 +92,9 @@ import TestSupport
         let session = try await server.session("counter")
         let client = try server.client()
         let target = "/sessions/\(session.id)/navigation"
+        let (half, rest) = (session.token.prefix(16), session.token.dropFirst(16))
         for (authorization, status) in [("Bearer \(session.token)", 200), ("bearer \(session.token)", 200), ("BEARER  \(session.token)", 200),
+                                        ("Bearer \(half) \(rest)", 401), ("Bearer \(half)  \(rest)", 401),
                                         ("Basic \(session.token)", 401), ("Bearer", 401), ("Bearer x\(session.token)", 401),
                                         ("Bearertoken \(session.token)", 401), (session.token, 401)] {
             let response = try await client.request("GET", target, headers: [("Authorization", authorization)])
