@@ -27,7 +27,7 @@ enum AllocatorTuning {
         #if os(Linux) && canImport(Glibc)
         guard getenv(marker) == nil, getauxval(UInt(AT_SECURE)) == 0 else { return }
         let current = getenv("GLIBC_TUNABLES").map { String(cString: $0) }
-        guard current?.contains(tunable) != true, let binary = runningBinary() else { return }
+        guard !(current.map { mentions($0, tunable) } ?? false), let binary = runningBinary() else { return }
         let tuned = [current, "\(tunable)=\(cacheSize)"].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: ":")
         guard setenv("GLIBC_TUNABLES", tuned, 1) == 0, setenv(marker, "1", 1) == 0 else { return }
         // The binary's own path, not /proc/self/exe: the process keeps its name (`ps`, `pgrep`).
@@ -38,6 +38,14 @@ enum AllocatorTuning {
         #endif
     }
 
+    /// Whether `name` occurs in `text`, on the bytes: `String.contains` would link the regex
+    /// library, a megabyte the container image has no room for.
+    private static func mentions(_ text: String, _ name: String) -> Bool {
+        let (haystack, needle) = (Array(text.utf8), Array(name.utf8))
+        guard haystack.count >= needle.count else { return false }
+        return (0...(haystack.count - needle.count)).contains { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
+    }
+
     #if os(Linux) && canImport(Glibc)
     /// The file this process runs, if it is still there and is navd itself (not a dynamic
     /// loader that was asked to run navd).
@@ -45,10 +53,11 @@ enum AllocatorTuning {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
         guard length > 0 else { return nil }
-        let path = String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let name = path.split(separator: "/").last ?? ""
-        guard !path.hasSuffix(" (deleted)"), !name.hasPrefix("ld-") else { return nil }
-        return path
+        // On the bytes, as above.
+        let path = buffer.prefix(length).map { UInt8(bitPattern: $0) }
+        let name = path.split(separator: UInt8(ascii: "/")).last ?? []
+        guard !path.reversed().starts(with: " (deleted)".utf8.reversed()), !name.starts(with: "ld-".utf8) else { return nil }
+        return String(decoding: path, as: UTF8.self)
     }
     #endif
 }
