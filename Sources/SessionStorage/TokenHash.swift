@@ -13,13 +13,17 @@ public enum TokenHash {
 
     public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        let succeeded = bytes.withUnsafeBytes { input in
-            EVP_Digest(input.baseAddress, input.count, &digest, &length, algorithm ?? EVP_sha256(), nil)
-        }
         // EVP_Digest fails only when memory runs out; a hash that matches nothing is the safe answer.
-        guard succeeded == 1 else { return [] }
-        return Array(digest.prefix(Int(length)))
+        let length = bytes.withUnsafeBytes { input in digest.withUnsafeMutableBufferPointer { sha256(input, into: $0) } }
+        return Array(digest.prefix(length ?? 0))
+    }
+
+    /// The digest of `input` into `digest` (room for `EVP_MAX_MD_SIZE` bytes): its length, or nil
+    /// when OpenSSL fails.
+    private static func sha256(_ input: UnsafeRawBufferPointer, into digest: UnsafeMutableBufferPointer<UInt8>) -> Int? {
+        var length: UInt32 = 0
+        guard EVP_Digest(input.baseAddress, input.count, digest.baseAddress, &length, algorithm ?? EVP_sha256(), nil) == 1 else { return nil }
+        return Int(length)
     }
 
     /// Compares in constant time, so how long a refusal takes says nothing about the token.
@@ -35,9 +39,7 @@ public enum TokenHash {
         var candidate = candidate
         return candidate.withUTF8 { input in
             withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(EVP_MAX_MD_SIZE)) { digest in
-                var length: UInt32 = 0
-                guard EVP_Digest(input.baseAddress, input.count, digest.baseAddress, &length, algorithm ?? EVP_sha256(), nil) == 1,
-                      Int(length) == byteCount else { return false }
+                guard sha256(UnsafeRawBufferPointer(input), into: digest) == byteCount else { return false }
                 var difference: UInt8 = 0
                 for index in 0..<byteCount { difference |= digest[index] ^ hash[index] }
                 return difference == 0
