@@ -89,19 +89,29 @@ final class EventLoop: @unchecked Sendable {
             localMessages.append(message)
             return
         }
-        let (dropped, wakes) = inbox.withLock { inbox -> (LoopMessage?, Bool) in
+        if let gathering = PostGathering.current {
+            gathering.add(message, for: self)
+            return
+        }
+        post(contentsOf: CollectionOfOne(message))
+    }
+
+    /// Hands several messages over at once, in order, from another thread: one lock, at most
+    /// one wake-up.
+    func post(contentsOf messages: some Collection<LoopMessage>) {
+        let (dropped, wakes) = inbox.withLock { inbox -> ([LoopMessage], Bool) in
             guard !inbox.closed else {
                 // Passed on under the lock, so it runs after what the loop left behind.
-                if case .work(let work) = message { executor.runOnSpare(work) }
-                return (message, false)
+                for case .work(let work) in messages { executor.runOnSpare(work) }
+                return (Array(messages), false)
             }
-            inbox.messages.append(message)
+            inbox.messages.append(contentsOf: messages)
             if !LoopThreadMark.isCurrent { hasMail.store(true, ordering: .releasing) }
-            guard !inbox.wakePending else { return (nil, false) }
+            guard !inbox.wakePending else { return ([], false) }
             inbox.wakePending = true
             // Counted under the lock, so a teardown that closes the inbox after this waits for it.
             wakersInFlight.add(1, ordering: .acquiring)
-            return (nil, true)
+            return ([], true)
         }
         if wakes {
             // Outside the lock: a system call that can switch to the loop's thread must not keep
@@ -109,7 +119,7 @@ final class EventLoop: @unchecked Sendable {
             selector.wakeUp()
             wakersInFlight.subtract(1, ordering: .releasing)
         }
-        if case .adopt(let fd, _)? = dropped {
+        for case .adopt(let fd, _) in dropped {
             // The loop is gone; nobody else will close this connection.
             closeDescriptor(fd)
             shared.openConnections.subtract(1, ordering: .relaxed)

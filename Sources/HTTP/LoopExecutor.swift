@@ -47,6 +47,13 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
         submit(.closure(work))
     }
 
+    /// Runs `body`, holding back what it hands to any loop (work, answers) until it returns,
+    /// then handing each loop its share at once: for a thread outside the loops that settles
+    /// many requests in a burst, such as a store's writer answering a commit.
+    public static func gathering<Result>(_ body: () throws -> Result) rethrows -> Result {
+        try PostGathering.gathering(body)
+    }
+
     /// Traps unless the caller runs on this executor: what lets an actor placed here be used in
     /// place (`assumeIsolated`) by code the loop runs directly, such as a request's handler.
     public func checkIsolated() {

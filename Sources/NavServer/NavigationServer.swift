@@ -58,11 +58,13 @@ public final class NavigationServer: Sendable {
         case .sqlite:
             let limits = configuration.sessionLimits
             return try SQLiteSessionStore(directory: configuration.dataDirectory,
-                                          retention: .init(count: limits.eventBufferCount, bytes: limits.eventBufferBytes))
+                                          retention: .init(count: limits.eventBufferCount, bytes: limits.eventBufferBytes),
+                                          completionRound: { LoopExecutor.gathering($0) })
         case .postgres:
             guard let url = configuration.databaseURL else { throw .cannotOpen("--store postgres needs --database-url or DATABASE_URL") }
             let limits = configuration.sessionLimits
-            return try PostgresSessionStore(url: url, retention: .init(count: limits.eventBufferCount, bytes: limits.eventBufferBytes))
+            return try PostgresSessionStore(url: url, retention: .init(count: limits.eventBufferCount, bytes: limits.eventBufferBytes),
+                                            completionRound: { LoopExecutor.gathering($0) })
         }
     }
 

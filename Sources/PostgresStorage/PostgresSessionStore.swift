@@ -31,7 +31,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
 
     private let retention: EventRetention
     private let connection: Mutex<PostgresConnection?>
-    private let writer = GroupCommit(label: "navd.store.writer")
+    private let writer: GroupCommit
     /// Claims' connection, opened on the first claim, and their queue.
     private let claimer = Mutex<PostgresConnection?>(nil)
     private let claims = DispatchQueue(label: "navd.store.claims")
@@ -51,8 +51,11 @@ public final class PostgresSessionStore: SharedSessionStorage {
 
     /// Connects to `url` (`postgresql://user:password@host:port/database?…`) and brings the
     /// tables up to date; refuses a database written by a newer navd. The URL (and its
-    /// password) never appears in an error.
-    public init(url: String, retention: EventRetention) throws(StorageError) {
+    /// password) never appears in an error. `completionRound` runs the completions of each
+    /// commit together (`GroupCommit.CompletionRound`).
+    public init(url: String, retention: EventRetention,
+                completionRound: @escaping GroupCommit.CompletionRound = { $0() }) throws(StorageError) {
+        writer = GroupCommit(label: "navd.store.writer", completionRound: completionRound)
         self.retention = retention
         self.url = url
         self.listener = ClaimListener(url: url)

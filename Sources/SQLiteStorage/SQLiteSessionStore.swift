@@ -50,7 +50,7 @@ public final class SQLiteSessionStore: SessionStorage {
     public let path: String
     private let retention: EventRetention
     private let open: Mutex<Open?>
-    private let writer = GroupCommit(label: "navd.store.writer")
+    private let writer: GroupCommit
     private let counters = Mutex(StorageStatistics())
 
     static let latencyBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
@@ -75,8 +75,11 @@ public final class SQLiteSessionStore: SessionStorage {
     }
 
     /// Opens (or creates) the store in `directory`; refuses a file that is not navd's, one
-    /// written by a newer navd, and one another process holds.
-    public init(directory: String, retention: EventRetention) throws(StorageError) {
+    /// written by a newer navd, and one another process holds. `completionRound` runs the
+    /// completions of each commit together (`GroupCommit.CompletionRound`).
+    public init(directory: String, retention: EventRetention,
+                completionRound: @escaping GroupCommit.CompletionRound = { $0() }) throws(StorageError) {
+        writer = GroupCommit(label: "navd.store.writer", completionRound: completionRound)
         if let failure = Self.makeDirectories(directory) {
             throw .cannotOpen("cannot create the data directory \(directory): \(failure)")
         }

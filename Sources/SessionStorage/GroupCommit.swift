@@ -40,11 +40,18 @@ public final class GroupCommit: Sendable {
         var closed = false
     }
 
+    /// Runs the completions of one commit, given as one piece: a server whose completions each
+    /// post to an event loop holds those posts back until the last, so a commit wakes each loop
+    /// once however many requests it answers.
+    public typealias CompletionRound = @Sendable (_ completions: () -> Void) -> Void
+
     private let writer: DispatchQueue
     private let pending = Mutex(Pending())
+    private let completionRound: CompletionRound
 
-    public init(label: String) {
+    public init(label: String, completionRound: @escaping CompletionRound = { $0() }) {
         writer = DispatchQueue(label: label, qos: .userInitiated)
+        self.completionRound = completionRound
     }
 
     /// Queues `writes`; the writer commits them with whatever else is pending, through
@@ -99,20 +106,25 @@ public final class GroupCommit: Sendable {
             let admitted = batch.filter { $0.admitted() }
             if admitted.isEmpty { continue }
             let result = commitTogether(admitted.map(\.writes))
-            switch result {
-            case .success(let written):
-                for (request, written) in zip(admitted, written) { request.completion(Self.outcome(written, request)) }
-            case .failure where admitted.count > 1:
-                // One request's bad write must not fail its neighbours': on failure, each
-                // request is tried alone (a full disk fails them all again, quickly). Asked
-                // again, since a failure just before may be one it depends on.
-                for request in admitted where request.admitted() {
-                    request.completion(commitTogether([request.writes]).flatMap { Self.outcome($0.first ?? false, request) })
-                }
-            case .failure(let error):
-                for request in admitted { request.completion(.failure(error)) }
-            }
+            completionRound { complete(admitted, result, commitTogether) }
             afterRound()
+        }
+    }
+
+    /// Answers every request of a commit, in order.
+    private func complete(_ admitted: [Request], _ result: Result<[Bool], StorageError>, _ commitTogether: Committer) {
+        switch result {
+        case .success(let written):
+            for (request, written) in zip(admitted, written) { request.completion(Self.outcome(written, request)) }
+        case .failure where admitted.count > 1:
+            // One request's bad write must not fail its neighbours': on failure, each
+            // request is tried alone (a full disk fails them all again, quickly). Asked
+            // again, since a failure just before may be one it depends on.
+            for request in admitted where request.admitted() {
+                request.completion(commitTogether([request.writes]).flatMap { Self.outcome($0.first ?? false, request) })
+            }
+        case .failure(let error):
+            for request in admitted { request.completion(.failure(error)) }
         }
     }
 }

@@ -156,4 +156,39 @@ import Testing
         let overlapped = overlapping.load(ordering: .relaxed)
         #expect(!overlapped)
     }
+
+    /// What a thread outside the loops hands over while gathering (a store's writer answering
+    /// a commit) reaches no loop until the gathering ends, then all of it runs, each piece on
+    /// its own loop and in the order it was handed over there.
+    @Test func gatheredWorkWaitsForTheGatheringToEndThenRunsInOrder() async throws {
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 2), handler: OnLoop())
+        try server.start()
+        defer { server.finishShutdown(deadline: .now + .seconds(1)) }
+        let ran = Mutex<[(loop: Int, piece: Int, inPlace: Bool)]>([])
+        let ranDuringTheGathering = await withCheckedContinuation { (done: CheckedContinuation<Int, Never>) in
+            DispatchQueue(label: "writer").async {
+                let seen = LoopExecutor.gathering { () -> Int in
+                    for piece in 0..<40 {
+                        let loop = piece % 2
+                        let executor = server.executors[loop]
+                        executor.execute { ran.withLock { $0.append((loop, piece, executor.isCurrent)) } }
+                        // Nested gathering adds to the outer one.
+                        if piece == 20 { LoopExecutor.gathering { executor.execute { ran.withLock { $0.append((loop, 1000, executor.isCurrent)) } } } }
+                    }
+                    usleep(50_000)
+                    return ran.withLock { $0.count }
+                }
+                done.resume(returning: seen)
+            }
+        }
+        #expect(ranDuringTheGathering == 0)
+        for executor in server.executors { #expect(await Self.run(on: executor) { true }) }
+        let pieces = ran.withLock { $0 }
+        #expect(pieces.count == 41)
+        #expect(pieces.allSatisfy { $0.inPlace })
+        for loop in 0..<2 {
+            let expected = (0..<40).filter { $0 % 2 == loop }.flatMap { $0 == 20 ? [20, 1000] : [$0] }
+            #expect(pieces.filter { $0.loop == loop }.map(\.piece) == expected)
+        }
+    }
 }
