@@ -239,13 +239,14 @@ public struct ServerConfiguration: Sendable, Equatable {
             "",
             "options (flag, environment variable):",
         ]
-        for option in entries(extra) {
-            let flag = "  \(option.flag) \(option.value)".padded(to: 30)
-            let environment = (option.environment ?? "").padded(to: 22)
-            lines.append("\(flag)\(environment)\(option.help)")
+        // Each column as wide as its widest entry and a space, a host's options included.
+        let rows = entries(extra).map { ("  \($0.flag) \($0.value)", $0.environment ?? "", $0.help) }
+            + [("  --version", "", "print the version and exit"), ("  --help", "", "this text")]
+        let flagWidth = (rows.map(\.0.count).max() ?? 0) + 1
+        let environmentWidth = (rows.map(\.1.count).max() ?? 0) + 1
+        for (flag, environment, help) in rows {
+            lines.append(flag.padded(to: flagWidth) + environment.padded(to: environmentWidth) + help)
         }
-        lines.append("  --version                                         print the version and exit")
-        lines.append("  --help                                            this text")
         return lines.joined(separator: "\n")
     }
 

@@ -162,6 +162,15 @@ import TestSupport
                      "--cors-headers", "NAVD_CORS_HEADERS", "--store", "--database-url", "DATABASE_URL", "--version"] {
             #expect(help.contains(flag), "\(flag)")
         }
+        // The descriptions start in one column, whatever the longest flag (--store's) or
+        // variable (NAVD_EVENT_BUFFER_BYTES), each column apart from the next.
+        let starts = Set(["address to listen on", "encoded bytes of events", "where sessions live", "print the version"].map { text in
+            help.split(separator: "\n").first { $0.contains(text) }.flatMap { line in
+                line.range(of: text).map { line.distance(from: line.startIndex, to: $0.lowerBound) }
+            }
+        })
+        #expect(starts.count == 1, "\(help)")
+        #expect(!help.contains("BYTESencoded") && !help.contains("memoryNAVD"))
     }
 
     @Test func checkHealthAsksTheRunningServer() async throws {
