@@ -48,8 +48,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     }
 
     /// Runs `body`, holding back what it hands to any loop (work, answers) until it returns,
-    /// then handing each loop its share at once: for a thread outside the loops that settles
-    /// many requests in a burst, such as a store's writer answering a commit.
+    /// then handing it over in order, what follows on for one loop at once: for a thread outside
+    /// the loops that settles many requests in a burst, such as a store's writer answering a
+    /// commit.
     public static func gathering<Result>(_ body: () throws -> Result) rethrows -> Result {
         try PostGathering.gathering(body)
     }

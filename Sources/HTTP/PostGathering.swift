@@ -5,13 +5,16 @@ import Darwin
 #endif
 
 /// Messages posted from one thread to the loops, held back while that thread works through a
-/// burst and then handed over together: one lock and at most one wake-up per loop for the whole
-/// burst, instead of one per message. A store's writer answering a commit of forty requests
+/// burst and then handed over: each run of messages for one loop in one lock and at most one
+/// wake-up, instead of one per message. A store's writer answering a commit of forty requests
 /// otherwise wakes a loop that starts draining while the next answers are still being posted,
 /// and takes the loop's inbox lock forty times against it.
+///
+/// Runs are handed over in the order they were posted, never one loop's messages all at once:
+/// a session's notice that a write is durable must reach its loop before the answer to the
+/// request reaches the loop the client waits on, wherever the two live.
 final class PostGathering {
-    private var loops: [EventLoop] = []
-    private var messages: [[LoopMessage]] = []
+    private var runs: [(loop: EventLoop, messages: [LoopMessage])] = []
 
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
@@ -25,8 +28,8 @@ final class PostGathering {
         return Unmanaged<PostGathering>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    /// Runs `body` with posts from this thread gathered, then hands each loop its share, in the
-    /// order posted. Nested calls gather into the outermost.
+    /// Runs `body` with posts from this thread gathered, then hands them over, in the order
+    /// posted. Nested calls gather into the outermost.
     static func gathering<Result>(_ body: () throws -> Result) rethrows -> Result {
         if current != nil { return try body() }
         let gathering = PostGathering()
@@ -39,16 +42,14 @@ final class PostGathering {
     }
 
     func add(_ message: LoopMessage, for loop: EventLoop) {
-        // A server has a loop per core: a scan beats hashing.
-        if let index = loops.firstIndex(where: { $0 === loop }) {
-            messages[index].append(message)
+        if let last = runs.indices.last, runs[last].loop === loop {
+            runs[last].messages.append(message)
         } else {
-            loops.append(loop)
-            messages.append([message])
+            runs.append((loop, [message]))
         }
     }
 
     private func handOver() {
-        for (loop, messages) in zip(loops, messages) { loop.post(contentsOf: messages) }
+        for run in runs { run.loop.post(contentsOf: run.messages) }
     }
 }

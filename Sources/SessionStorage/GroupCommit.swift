@@ -41,8 +41,8 @@ public final class GroupCommit: Sendable {
     }
 
     /// Runs the completions of one commit, given as one piece: a server whose completions each
-    /// post to an event loop holds those posts back until the last, so a commit wakes each loop
-    /// once however many requests it answers.
+    /// post to an event loop holds those posts back until the last, so a commit takes a loop's
+    /// lock, and wakes it, once for what follows on for it instead of once per request.
     public typealias CompletionRound = @Sendable (_ completions: () -> Void) -> Void
 
     private let writer: DispatchQueue

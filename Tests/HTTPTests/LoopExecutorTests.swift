@@ -169,7 +169,8 @@ import Testing
             DispatchQueue(label: "writer").async {
                 let seen = LoopExecutor.gathering { () -> Int in
                     for piece in 0..<40 {
-                        let loop = piece % 2
+                        // Runs of ten for one loop, then ten for the other.
+                        let loop = piece / 10 % 2
                         let executor = server.executors[loop]
                         executor.execute { ran.withLock { $0.append((loop, piece, executor.isCurrent)) } }
                         // Nested gathering adds to the outer one.
@@ -187,7 +188,7 @@ import Testing
         #expect(pieces.count == 41)
         #expect(pieces.allSatisfy { $0.inPlace })
         for loop in 0..<2 {
-            let expected = (0..<40).filter { $0 % 2 == loop }.flatMap { $0 == 20 ? [20, 1000] : [$0] }
+            let expected = (0..<40).filter { $0 / 10 % 2 == loop }.flatMap { $0 == 20 ? [20, 1000] : [$0] }
             #expect(pieces.filter { $0.loop == loop }.map(\.piece) == expected)
         }
     }
