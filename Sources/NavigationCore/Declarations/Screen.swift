@@ -11,6 +11,9 @@ public final class Screen<Subject>: Sendable {
     // Written once, at the end of `init`, before the screen can be shared.
     /// Its declarations.
     nonisolated(unsafe) public private(set) var body: ScreenBody<Subject>
+    /// Its fields that are its own state rather than its children: the room a node's state
+    /// takes, reserved exactly on every derivation.
+    nonisolated(unsafe) private(set) var ownFieldCount = 0
 
     /// A screen from its declarations, written in a ``ScreenBuilder`` block in the order the
     /// state encodes its fields.
@@ -50,6 +53,7 @@ public final class Screen<Subject>: Sendable {
         self.make = make
         self.body = ScreenBody()
         self.body = body(self)
+        ownFieldCount = self.body.fields.count { !$0.holdsChildren }
         if let repeated = self.body.repeatedName {
             // A declaration, not input: two fields of one name would make a state with the key twice.
             preconditionFailure("screen \(name): \(repeated) is declared twice")

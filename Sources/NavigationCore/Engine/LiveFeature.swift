@@ -57,10 +57,8 @@ final class LiveFeature<Subject>: AnyLiveFeature {
         // By index: a declaration read in place, not copied (with every closure it holds
         // retained) for each field and slot, on every derivation.
         var state = JSONObject()
-        var ownFields = 0
-        for index in body.fields.indices where !body.fields[index].holdsChildren { ownFields += 1 }
         // Exactly: a node keeps its state for as long as it is on screen.
-        state.reserveCapacity(ownFields)
+        state.reserveCapacity(screen.ownFieldCount)
         for index in body.fields.indices where !body.fields[index].holdsChildren {
             state.append(body.fields[index].name, body.fields[index].encode(subject))
         }
