@@ -85,20 +85,16 @@ final class EventLoop: @unchecked Sendable {
     /// Hands a message to the loop from any thread. On the loop's own thread it is queued
     /// locally and handled before the loop next waits (never re-entrantly).
     func post(_ message: LoopMessage) {
-        if isCurrentThread {
-            localMessages.append(message)
-            return
-        }
-        if let gathering = PostGathering.current {
-            gathering.add(message, for: self)
-            return
-        }
         post(contentsOf: CollectionOfOne(message))
     }
 
-    /// Hands several messages over at once, in order, from another thread: one lock, at most
-    /// one wake-up.
+    /// Hands several messages over at once, in order: from another thread under one lock, with
+    /// at most one wake-up.
     func post(contentsOf messages: some Collection<LoopMessage>) {
+        if isCurrentThread {
+            localMessages.append(contentsOf: messages)
+            return
+        }
         let (dropped, wakes) = inbox.withLock { inbox -> ([LoopMessage], Bool) in
             guard !inbox.closed else {
                 // Passed on under the lock, so it runs after what the loop left behind.

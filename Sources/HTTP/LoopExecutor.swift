@@ -50,7 +50,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     /// Runs `body`, holding back what it hands to any loop (work, answers) until it returns,
     /// then handing it over in order, what follows on for one loop at once: for a thread outside
     /// the loops that settles many requests in a burst, such as a store's writer answering a
-    /// commit.
+    /// commit. Nothing inside may wait for the work it hands over: that work has not left yet.
     public static func gathering<Result>(_ body: () throws -> Result) rethrows -> Result {
         try PostGathering.gathering(body)
     }
@@ -67,15 +67,25 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, Sendable {
     }
 
     private func submit(_ work: LoopWork) {
+        if let gathering = PostGathering.current {
+            gathering.add(work, for: self)
+            return
+        }
+        submit(contentsOf: CollectionOfOne(work))
+    }
+
+    /// Hands `work` over, in order: to the loop while it runs, to the spare queue before and
+    /// after.
+    func submit(contentsOf work: some Collection<LoopWork>) {
         let loop = home.withLock { home -> EventLoop? in
             guard case .loop(let loop) = home else {
-                runOnSpare(work)
+                for piece in work { runOnSpare(piece) }
                 return nil
             }
             return loop
         }
         // A loop that stops meanwhile hands this back through `runOnSpare`.
-        loop?.post(.work(work))
+        loop?.post(contentsOf: work.lazy.map { .work($0) })
     }
 
     func run(_ work: LoopWork) {

@@ -4,21 +4,24 @@ import Glibc
 import Darwin
 #endif
 
-/// Messages posted from one thread to the loops, held back while that thread works through a
-/// burst and then handed over: each run of messages for one loop in one lock and at most one
-/// wake-up, instead of one per message. A store's writer answering a commit of forty requests
-/// otherwise wakes a loop that starts draining while the next answers are still being posted,
-/// and takes the loop's inbox lock forty times against it.
+/// Work handed to loop executors from one thread, held back while that thread works through a
+/// burst and then handed over: each run of work for one executor under one lock and at most one
+/// wake-up of its loop, instead of one per piece. A store's writer answering a commit of forty
+/// requests otherwise wakes a loop that starts draining while the next answers are still being
+/// posted, and takes the loop's inbox lock forty times against it.
 ///
-/// Runs are handed over in the order they were posted, never one loop's messages all at once:
-/// a session's notice that a write is durable must reach its loop before the answer to the
-/// request reaches the loop the client waits on, wherever the two live.
+/// Only work is held back, never the loops' own messages (a stop, a connection): nothing waits
+/// on a gathering. Runs are handed over in the order they were made, never one executor's work
+/// all at once: a session's notice that a write is durable must reach its loop before the answer
+/// reaches the loop the client waits on, wherever the two live. And where each run goes (the
+/// loop, or the executor's own queue once the loop has stopped) is decided as it is handed over,
+/// so an executor's work keeps its order even when its loop stops during the burst.
 final class PostGathering {
-    private var runs: [(loop: EventLoop, messages: [LoopMessage])] = []
+    private var runs: [(executor: LoopExecutor, work: [LoopWork])] = []
 
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
-        pthread_key_create(&key, nil)
+        precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key for gathering posts")
         return key
     }()
 
@@ -28,8 +31,8 @@ final class PostGathering {
         return Unmanaged<PostGathering>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    /// Runs `body` with posts from this thread gathered, then hands them over, in the order
-    /// posted. Nested calls gather into the outermost.
+    /// Runs `body` with work handed over from this thread gathered, then hands it over, in the
+    /// order it came. Nested calls gather into the outermost.
     static func gathering<Result>(_ body: () throws -> Result) rethrows -> Result {
         if current != nil { return try body() }
         let gathering = PostGathering()
@@ -41,15 +44,15 @@ final class PostGathering {
         return try withExtendedLifetime(gathering) { try body() }
     }
 
-    func add(_ message: LoopMessage, for loop: EventLoop) {
-        if let last = runs.indices.last, runs[last].loop === loop {
-            runs[last].messages.append(message)
+    func add(_ work: LoopWork, for executor: LoopExecutor) {
+        if let last = runs.indices.last, runs[last].executor === executor {
+            runs[last].work.append(work)
         } else {
-            runs.append((loop, [message]))
+            runs.append((executor, [work]))
         }
     }
 
     private func handOver() {
-        for run in runs { run.loop.post(contentsOf: run.messages) }
+        for run in runs { run.executor.submit(contentsOf: run.work) }
     }
 }

@@ -42,7 +42,8 @@ public final class GroupCommit: Sendable {
 
     /// Runs the completions of one commit, given as one piece: a server whose completions each
     /// post to an event loop holds those posts back until the last, so a commit takes a loop's
-    /// lock, and wakes it, once for what follows on for it instead of once per request.
+    /// lock, and wakes it, once for what follows on for it instead of once per request. Nothing
+    /// in a round may wait for what it posts.
     public typealias CompletionRound = @Sendable (_ completions: () -> Void) -> Void
 
     private let writer: DispatchQueue
@@ -106,7 +107,7 @@ public final class GroupCommit: Sendable {
             let admitted = batch.filter { $0.admitted() }
             if admitted.isEmpty { continue }
             let result = commitTogether(admitted.map(\.writes))
-            completionRound { complete(admitted, result, commitTogether) }
+            complete(admitted, result, commitTogether)
             afterRound()
         }
     }
@@ -115,16 +116,22 @@ public final class GroupCommit: Sendable {
     private func complete(_ admitted: [Request], _ result: Result<[Bool], StorageError>, _ commitTogether: Committer) {
         switch result {
         case .success(let written):
-            for (request, written) in zip(admitted, written) { request.completion(Self.outcome(written, request)) }
+            completionRound {
+                for (request, written) in zip(admitted, written) { request.completion(Self.outcome(written, request)) }
+            }
         case .failure where admitted.count > 1:
             // One request's bad write must not fail its neighbours': on failure, each
             // request is tried alone (a full disk fails them all again, quickly). Asked
-            // again, since a failure just before may be one it depends on.
+            // again, since a failure just before may be one it depends on. Each is answered
+            // as its own commit ends, not after every other's.
             for request in admitted where request.admitted() {
-                request.completion(commitTogether([request.writes]).flatMap { Self.outcome($0.first ?? false, request) })
+                let result = commitTogether([request.writes]).flatMap { Self.outcome($0.first ?? false, request) }
+                completionRound { request.completion(result) }
             }
         case .failure(let error):
-            for request in admitted { request.completion(.failure(error)) }
+            completionRound {
+                for request in admitted { request.completion(.failure(error)) }
+            }
         }
     }
 }

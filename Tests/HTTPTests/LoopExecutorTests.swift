@@ -192,4 +192,27 @@ import Testing
             #expect(pieces.filter { $0.loop == loop }.map(\.piece) == expected)
         }
     }
+
+    /// A loop can stop while work for it is gathered (its stop is never held back), and its
+    /// executor's work still runs in the order it was handed over: what was gathered before the
+    /// stop does not come after what came later.
+    @Test(.timeLimit(.minutes(1))) func workGatheredWhileItsLoopStopsKeepsItsOrder() async throws {
+        let server = HTTPServer(configuration: .init(port: 0, loopCount: 1), handler: OnLoop())
+        try server.start()
+        let executor = server.executors[0]
+        let ran = Mutex<[String]>([])
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue(label: "writer").async {
+                LoopExecutor.gathering {
+                    executor.execute { ran.withLock { $0.append("first") } }
+                    server.beginShutdown()
+                    server.finishShutdown(deadline: .now + .seconds(1))
+                    executor.execute { ran.withLock { $0.append("second") } }
+                }
+                done.resume()
+            }
+        }
+        #expect(await Self.run(on: executor) { true })
+        #expect(ran.withLock { $0 } == ["first", "second"])
+    }
 }
