@@ -10,7 +10,10 @@ import Testing
 /// Requests that arrive while a commit syncs go together into the next one, and that commit's
 /// completions run as one round, in the order the requests came.
 @Suite struct GroupCommitTests {
-    @Test func requestsWaitingBehindACommitShareTheNextAndAreAnsweredInOneRound() async {
+    /// Submits `count` requests, the first alone and the rest while its commit is held up, so
+    /// they share the next; `outcome` says how a commit of so many requests goes. Returns what
+    /// happened, in order: commits, rounds and the requests answered with success.
+    private func run(_ count: Int, outcome: @escaping @Sendable (Int) -> Result<[Bool], StorageError>) async -> [String] {
         let log = Mutex<[String]>([])
         let firstStarted = Atomic<Bool>(false)
         let releaseFirst = Atomic<Bool>(false)
@@ -24,14 +27,14 @@ import Testing
             firstStarted.store(true, ordering: .releasing)
             // The first commit syncs until the others are queued.
             while !releaseFirst.load(ordering: .acquiring) { usleep(1_000) }
-            return .success(Array(repeating: true, count: requests.count))
+            return outcome(requests.count)
         }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let answered = Atomic<Int>(0)
-            for request in 0..<5 {
+            for request in 0..<count {
                 commits.submit([.probe], admissible: { true }, completion: { result in
                     if case .success = result { log.withLock { $0.append("answer \(request)") } }
-                    if answered.add(1, ordering: .relaxed).newValue == 5 { done.resume() }
+                    if answered.add(1, ordering: .relaxed).newValue == count { done.resume() }
                 }, commitTogether: committer)
                 if request == 0 {
                     while !firstStarted.load(ordering: .acquiring) { usleep(1_000) }
@@ -40,7 +43,12 @@ import Testing
             releaseFirst.store(true, ordering: .releasing)
         }
         commits.close()
-        #expect(log.withLock { $0 } == [
+        return log.withLock { $0 }
+    }
+
+    @Test func requestsWaitingBehindACommitShareTheNextAndAreAnsweredInOneRound() async {
+        let log = await run(5) { .success(Array(repeating: true, count: $0)) }
+        #expect(log == [
             "commit of 1", "round begins", "answer 0", "round ends",
             "commit of 4", "round begins", "answer 1", "answer 2", "answer 3", "answer 4", "round ends",
         ])
@@ -49,36 +57,9 @@ import Testing
     /// A commit that fails is tried again a request at a time; each is answered as its own
     /// commit ends, in a round of its own, not after every other request's.
     @Test func afterAFailedBatchEachRequestIsAnsweredAsItsOwnCommitEnds() async {
-        let log = Mutex<[String]>([])
-        let firstStarted = Atomic<Bool>(false)
-        let releaseFirst = Atomic<Bool>(false)
-        let commits = GroupCommit(label: "test.writer") { completions in
-            log.withLock { $0.append("round begins") }
-            completions()
-            log.withLock { $0.append("round ends") }
-        }
         // A batch of several fails (one bad write among them); alone, each is written.
-        let committer: GroupCommit.Committer = { requests in
-            log.withLock { $0.append("commit of \(requests.count)") }
-            firstStarted.store(true, ordering: .releasing)
-            while !releaseFirst.load(ordering: .acquiring) { usleep(1_000) }
-            return requests.count > 1 ? .failure(.unavailable("one bad write")) : .success([true])
-        }
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let answered = Atomic<Int>(0)
-            for request in 0..<3 {
-                commits.submit([.probe], admissible: { true }, completion: { result in
-                    if case .success = result { log.withLock { $0.append("answer \(request)") } }
-                    if answered.add(1, ordering: .relaxed).newValue == 3 { done.resume() }
-                }, commitTogether: committer)
-                if request == 0 {
-                    while !firstStarted.load(ordering: .acquiring) { usleep(1_000) }
-                }
-            }
-            releaseFirst.store(true, ordering: .releasing)
-        }
-        commits.close()
-        #expect(log.withLock { $0 } == [
+        let log = await run(3) { $0 > 1 ? .failure(.unavailable("one bad write")) : .success([true]) }
+        #expect(log == [
             "commit of 1", "round begins", "answer 0", "round ends",
             "commit of 2",
             "commit of 1", "round begins", "answer 1", "round ends",
