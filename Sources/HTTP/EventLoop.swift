@@ -115,10 +115,20 @@ final class EventLoop: @unchecked Sendable {
             selector.wakeUp()
             wakersInFlight.subtract(1, ordering: .releasing)
         }
-        for case .adopt(let fd, _) in dropped {
-            // The loop is gone; nobody else will close this connection.
+        for message in dropped { discard(message) }
+    }
+
+    /// What a stopped loop does with a message it will never handle: the loop is gone, and
+    /// nobody else will close the connection it was handed or finish the stream.
+    private func discard(_ message: LoopMessage) {
+        switch message {
+        case .adopt(let fd, _):
             closeDescriptor(fd)
             shared.openConnections.subtract(1, ordering: .relaxed)
+        case .startStream(_, _, let stream, _):
+            stream.finish(.shutdown)
+        default:
+            break
         }
     }
 
@@ -280,17 +290,7 @@ final class EventLoop: @unchecked Sendable {
         // goes (and its number could be reused by someone else's file).
         while wakersInFlight.load(ordering: .acquiring) > 0 { sched_yield() }
         selector.close()
-        for message in leftover + localMessages {
-            switch message {
-            case .adopt(let fd, _):
-                closeDescriptor(fd)
-                shared.openConnections.subtract(1, ordering: .relaxed)
-            case .startStream(_, _, let stream, _):
-                stream.finish(.shutdown)
-            default:
-                break
-            }
-        }
+        for message in leftover + localMessages { discard(message) }
         localMessages = []
         connections = []
         dirty = []
