@@ -342,8 +342,8 @@ private final class StorageJournal: SessionJournal {
             // Let go before the session hears of the failure, so the request it fails finds the
             // session gone and answers as this node would for a session it never had.
             if case .failure(.fenced) = result, let epoch { persistence.fencedOff(id, epoch: epoch) }
-            // The session hears of it on its own executor (its event loop): one wake-up of each
-            // loop per commit, however many of its sessions the commit carried.
+            // The session hears of it on its own executor (its event loop), handed over with the
+            // rest of the commit's answers (`GroupCommit.CompletionRound`).
             completion(persistence.noted(result))
         })
     }
