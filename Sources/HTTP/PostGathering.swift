@@ -37,11 +37,12 @@ final class PostGathering {
         if current != nil { return try body() }
         let gathering = PostGathering()
         pthread_setspecific(key, Unmanaged.passUnretained(gathering).toOpaque())
+        // The deferred hand-over is its last use: it lives until then.
         defer {
             pthread_setspecific(key, nil)
             gathering.handOver()
         }
-        return try withExtendedLifetime(gathering) { try body() }
+        return try body()
     }
 
     func add(_ work: LoopWork, for executor: LoopExecutor) {
