@@ -52,6 +52,22 @@ public struct HTTPRequest: Sendable {
         self.version = version
     }
 
+    /// The path as sent, still percent-encoded, without the query. A router splits this into
+    /// segments and decodes each one, not `path`, so that an encoded slash ("%2F") stays inside
+    /// its segment instead of separating two.
+    public var encodedPath: Substring {
+        var target = target
+        let range = target.withUTF8 { RequestTarget.pathRange(UnsafeRawBufferPointer($0)) }
+        guard let range else { return self.target[...] }
+        let utf8 = self.target.utf8
+        return Substring(utf8[utf8.index(utf8.startIndex, offsetBy: range.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: range.upperBound)])
+    }
+
+    /// Percent-decodes one segment of `encodedPath`; nil on a broken escape or invalid UTF-8.
+    public static func decodePathSegment(_ segment: UnsafeBufferPointer<UInt8>) -> String? {
+        RequestTarget.decodeComponent(UnsafeRawBufferPointer(segment), plusIsSpace: false)
+    }
+
     /// The first value of a query parameter.
     public func queryValue(_ name: String) -> String? {
         query.first { $0.name == name }?.value

@@ -1,13 +1,11 @@
 /// Splits a request-target into its percent-decoded path and query.
 enum RequestTarget {
-    /// Returns nil if the target is not origin-form, absolute-form or "*", or if its path or
-    /// query holds a broken percent-escape or decodes to invalid UTF-8.
-    static func decode(_ target: UnsafeRawBufferPointer) -> (path: String, query: [(name: String, value: String)])? {
+    /// Where the path is in `target`, still encoded: after the scheme and authority of an
+    /// absolute-form target, up to the query. Nil for a target of no form this server takes.
+    static func pathRange(_ target: UnsafeRawBufferPointer) -> Range<Int>? {
         guard let first = target.first else { return nil }
+        if first == ASCII.asterisk { return target.count == 1 ? 0..<1 : nil }
         var pathStart = 0
-        if first == ASCII.asterisk {
-            return target.count == 1 ? ("*", []) : nil
-        }
         if first != ASCII.slash {
             guard let start = absoluteFormPathStart(target) else { return nil }
             pathStart = start
@@ -17,7 +15,16 @@ enum RequestTarget {
             queryStart = index
             break
         }
-        let pathBytes = UnsafeRawBufferPointer(rebasing: target[pathStart..<queryStart])
+        return pathStart..<queryStart
+    }
+
+    /// Returns nil if the target is not origin-form, absolute-form or "*", or if its path or
+    /// query holds a broken percent-escape or decodes to invalid UTF-8.
+    static func decode(_ target: UnsafeRawBufferPointer) -> (path: String, query: [(name: String, value: String)])? {
+        guard let range = pathRange(target) else { return nil }
+        if target[0] == ASCII.asterisk { return ("*", []) }
+        let queryStart = range.upperBound
+        let pathBytes = UnsafeRawBufferPointer(rebasing: target[range])
         guard let path = pathBytes.isEmpty ? "/" : decodeComponent(pathBytes, plusIsSpace: false) else {
             return nil
         }

@@ -39,7 +39,7 @@ final class APIHandler: HTTPHandler {
 
     func handle(_ request: HTTPRequest, responder: HTTPResponder) {
         let started = ContinuousClock.now
-        let matched = Route.match(request.path)
+        let matched = Route.match(request.encodedPath)
         let answer = Answer(request: request, responder: responder, route: matched?.route, started: started, handler: self)
         guard let (route, parameters) = matched else {
             return answer.fail(APIError(404, "not_found", "no such endpoint: \(request.path)"))
@@ -63,7 +63,7 @@ final class APIHandler: HTTPHandler {
     /// error body, CORS and the request id (when the head was read), the metrics and the log.
     func response(to refusal: HTTPRefusal) -> HTTPResponse {
         let exchange = Exchange(request: refusal.request, peer: refusal.peer,
-                                route: refusal.request.flatMap { Route.match($0.path)?.route },
+                                route: refusal.request.flatMap { Route.match($0.encodedPath)?.route },
                                 started: .now, handler: self)
         return exchange.finish(APIError(refusal.error).response, timed: false)
     }

@@ -1,3 +1,4 @@
+import HTTP
 import WebClient
 
 /// The API's routes, matched on path segments.
@@ -16,21 +17,30 @@ enum Route: String, Sendable, CaseIterable {
     }
 
     /// The route and its path parameters (session id, then the feature, presentation or stack id,
-    /// then the binding name), or `nil` for a path the API does not have.
-    static func match(_ path: String) -> (route: Route, parameters: [String])? {
-        var path = path
+    /// then the binding name), or `nil` for a path the API does not have. `encodedPath` is the
+    /// path as sent: it is split on its slashes first and each segment decoded after, so an id
+    /// holding an encoded slash stays one segment.
+    static func match(_ encodedPath: Substring) -> (route: Route, parameters: [String])? {
+        var path = encodedPath
         return path.withUTF8 { bytes in
             // The segments are found and compared on the path's bytes, without an array of
             // slices: only the parameters become strings of their own.
             withUnsafeTemporaryAllocation(of: Int.self, capacity: maxSegments + 1) { slashes in
                 var count = 0
-                for index in bytes.indices where bytes[index] == UInt8(ascii: "/") {
+                var escaped = false
+                for index in bytes.indices {
+                    if bytes[index] == UInt8(ascii: "%") { escaped = true }
+                    guard bytes[index] == UInt8(ascii: "/") else { continue }
                     guard count <= maxSegments else { return nil }
                     slashes[count] = index
                     count += 1
                 }
                 // What comes before the first slash is not a segment.
-                let segments = PathSegments(bytes: bytes, slashes: UnsafeBufferPointer(rebasing: slashes[0..<count]))
+                var segments = PathSegments(bytes: bytes, slashes: UnsafeBufferPointer(rebasing: slashes[0..<count]))
+                if escaped {
+                    guard let decoded = segments.decodedEach() else { return nil }
+                    segments.decoded = decoded
+                }
                 return match(segments)
             }
         }
@@ -50,22 +60,22 @@ enum Route: String, Sendable, CaseIterable {
             // The inspector page, the JavaScript client, the page's files and the OpenAPI document.
             let asset = "/" + segments.string(0)
             return WebAsset.all[asset] != nil ? (.asset, [asset]) : nil
-        case 2 where segments.is(0, "sessions") && !segments[1].isEmpty:
+        case 2 where segments.is(0, "sessions") && !segments.isEmpty(1):
             return (.session, [segments.string(1)])
-        case 3 where segments.is(0, "sessions") && !segments[1].isEmpty:
+        case 3 where segments.is(0, "sessions") && !segments.isEmpty(1):
             if segments.is(2, "navigation") { return (.navigation, [segments.string(1)]) }
             if segments.is(2, "state") { return (.state, [segments.string(1)]) }
             if segments.is(2, "actions") { return (.actions, [segments.string(1)]) }
             if segments.is(2, "events") { return (.events, [segments.string(1)]) }
             if segments.is(2, "stream-tickets") { return (.streamTickets, [segments.string(1)]) }
             return nil
-        case 5 where segments.is(0, "sessions") && !segments[1].isEmpty && !segments[3].isEmpty:
+        case 5 where segments.is(0, "sessions") && !segments.isEmpty(1) && !segments.isEmpty(3):
             if segments.is(2, "presentations") && segments.is(4, "dismiss") { return (.dismiss, [segments.string(1), segments.string(3)]) }
             if segments.is(2, "stacks") && segments.is(4, "pop") { return (.pop, [segments.string(1), segments.string(3)]) }
             if segments.is(2, "features") && segments.is(4, "push") { return (.push, [segments.string(1), segments.string(3)]) }
             return nil
         case 6 where segments.is(0, "sessions") && segments.is(2, "features") && segments.is(4, "bindings")
-            && !segments[1].isEmpty && !segments[3].isEmpty && !segments[5].isEmpty:
+            && !segments.isEmpty(1) && !segments.isEmpty(3) && !segments.isEmpty(5):
             return (.binding, [segments.string(1), segments.string(3), segments.string(5)])
         default:
             return nil
@@ -73,10 +83,17 @@ enum Route: String, Sendable, CaseIterable {
     }
 }
 
-/// A path's segments as byte ranges: the bytes after each slash, up to the next one.
+/// A path's segments as byte ranges: the bytes after each slash, up to the next one. A path
+/// with percent-escapes also carries each segment decoded, and is compared on those.
 private struct PathSegments {
     let bytes: UnsafeBufferPointer<UInt8>
     let slashes: UnsafeBufferPointer<Int>
+    var decoded: [String]?
+
+    init(bytes: UnsafeBufferPointer<UInt8>, slashes: UnsafeBufferPointer<Int>) {
+        self.bytes = bytes
+        self.slashes = slashes
+    }
 
     var count: Int { slashes.count }
 
@@ -85,11 +102,26 @@ private struct PathSegments {
         return UnsafeBufferPointer(rebasing: bytes[(slashes[index] + 1)..<end])
     }
 
+    func isEmpty(_ index: Int) -> Bool {
+        decoded.map { $0[index].isEmpty } ?? self[index].isEmpty
+    }
+
     func `is`(_ index: Int, _ name: String) -> Bool {
-        self[index].elementsEqual(name.utf8)
+        decoded.map { $0[index] == name } ?? self[index].elementsEqual(name.utf8)
     }
 
     func string(_ index: Int) -> String {
-        String(decoding: self[index], as: UTF8.self)
+        decoded?[index] ?? String(decoding: self[index], as: UTF8.self)
+    }
+
+    /// Every segment percent-decoded; nil when one does not decode.
+    func decodedEach() -> [String]? {
+        var result: [String] = []
+        result.reserveCapacity(count)
+        for index in 0..<count {
+            guard let segment = HTTPRequest.decodePathSegment(self[index]) else { return nil }
+            result.append(segment)
+        }
+        return result
     }
 }

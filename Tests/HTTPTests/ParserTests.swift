@@ -269,4 +269,13 @@ import TestSupport
         #expect(request.path == "/s/x")
         #expect(request.queryValue("a") == "b c")
     }
+
+    /// What a router splits: the path as sent, whatever the target's form.
+    @Test func encodedPathIsThePathAsSent() {
+        let cases = [("/s%2Fx?a=b", "/s%2Fx"), ("/a/b", "/a/b"), ("/?x", "/"), ("http://host:80/a%2Fb?x=1", "/a%2Fb"),
+                     ("http://host", ""), ("*", "*")]
+        for (target, path) in cases {
+            #expect(HTTPRequest(method: "GET", target: target).encodedPath == path, "\(target)")
+        }
+    }
 }

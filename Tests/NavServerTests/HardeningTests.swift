@@ -116,4 +116,21 @@ import TestSupport
         #expect(try await client.get("/sessions/\(id)", token: token).json["version"] == 0)
         await server.stop()
     }
+
+    /// A path is split on its slashes before it is decoded: an encoded slash is part of an id,
+    /// never a separator that reaches another endpoint; other escapes mean what they encode.
+    @Test func anEncodedSlashStaysInsideItsSegment() async throws {
+        let server = try await TestServer()
+        let client = try server.client()
+        let (id, token) = try await server.session("counter")
+        let navigation = try await client.get("/sessions/\(id)/navigation", token: token)
+        #expect(navigation.status == 200)
+        let slashed = try await client.get("/sessions/\(id)%2Fnavigation", token: token)
+        #expect(slashed.status == 404, "\(slashed.text)")
+        #expect(slashed.json["error"]?["code"] == "session_not_found")
+        let escaped = try await client.get("/%73essions/\(id)/navigatio%6E", token: token)
+        #expect(escaped.status == 200)
+        #expect(escaped.json == navigation.json)
+        await server.stop()
+    }
 }
