@@ -51,7 +51,7 @@ package enum ASCII {
     }
 
     /// Case-insensitive comparison of two header names.
-    static func namesEqual(_ left: String, _ right: String) -> Bool {
+    package static func namesEqual(_ left: String, _ right: String) -> Bool {
         guard left.utf8.count == right.utf8.count else { return false }
         var leftBytes = left.utf8.makeIterator()
         var rightBytes = right.utf8.makeIterator()

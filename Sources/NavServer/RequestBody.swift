@@ -4,11 +4,13 @@ import NavigationCore
 /// Reads a request's JSON body, refusing what is not JSON with API.md's status codes.
 enum RequestBody {
     /// `nil` for an empty body. 415 for a body that says it is not JSON, 400 for one that is not.
+    /// Every `Content-Type` a request carries must say JSON: with two that disagree, which one a
+    /// proxy in front believed is unknown, so none is taken on trust.
     static func json(_ request: HTTPRequest) throws(APIError) -> JSON? {
         guard !request.body.isEmpty else { return nil }
-        if let type = request.headers["Content-Type"] {
-            guard isJSON(mediaType: type) else {
-                throw APIError(415, "unsupported_media_type", "send the body as application/json, not \(type)")
+        for field in request.headers where ASCII.namesEqual(field.name, "Content-Type") {
+            guard isJSON(mediaType: field.value) else {
+                throw APIError(415, "unsupported_media_type", "send the body as application/json, not \(field.value)")
             }
         }
         do {

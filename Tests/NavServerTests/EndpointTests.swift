@@ -80,6 +80,13 @@ import TestSupport
             let created = try await client.request("POST", "/sessions", headers: [("Content-Type", type)], body: Array(#"{"feature":"counter"}"#.utf8))
             #expect(created.status == status, "\(type)")
         }
+        // Every Content-Type must say JSON: of two that disagree, neither is believed.
+        for (types, status) in [(["application/json", "text/plain"], 415), (["text/plain", "application/json"], 415),
+                                (["application/json", "application/json; charset=utf-8"], 201)] {
+            let created = try await client.request("POST", "/sessions", headers: types.map { ("Content-Type", $0) },
+                                                   body: Array(#"{"feature":"counter"}"#.utf8))
+            #expect(created.status == status, "\(types)")
+        }
         // Strings are checked for UTF-8 whether or not they are ASCII.
         let notUTF8 = try await client.request("POST", "/sessions", headers: [("Content-Type", "application/json")],
                                                body: Array(#"{"feature":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8))
