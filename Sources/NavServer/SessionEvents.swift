@@ -71,8 +71,9 @@ final class SessionEvents: Sendable {
             }
             elsewhere[ObjectIdentifier(executor), default: (executor, [])].share.append(entry)
         }
-        deliver(here)
+        // The other loops' shares first: they start on them while this loop writes its own.
         for (executor, share) in elsewhere.values { executor.execute { deliver(share) } }
+        deliver(here)
     }
 
     func sendHeartbeat() {
