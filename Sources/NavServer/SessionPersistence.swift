@@ -246,7 +246,9 @@ final class SessionPersistence: Sendable {
     }
 
     private static func parse(_ bytes: [UInt8], _ what: String) throws(RecoveryError) -> JSON {
-        do { return try JSONParser.parse(bytes) } catch { throw RecoveryError(description: "\(what): \(error.description)") }
+        do { return try JSONParser.parse(bytes, maximumDepth: JSONParser.storedDocumentDepth) } catch {
+            throw RecoveryError(description: "\(what): \(error.description)")
+        }
     }
 
     private static func event(_ stored: StoredEvent) throws(RecoveryError) -> NavigationEvent {

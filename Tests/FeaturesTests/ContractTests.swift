@@ -162,6 +162,47 @@ import Testing
         #expect(try await session.perform(target: "root", action: "counterButtonTapped", arguments: nil).events.count == 1)
     }
 
+    /// Every document derived from a state nests deeper than the state; the depth bound keeps
+    /// them readable, whether the nesting comes in a value or grows through actions.
+    @Test func nestingPastTheDepthLimitIsRefusedAndChangesNothing() async throws {
+        let limits = SessionLimits(maxDepth: 6)
+        let catalog = FeatureSet.catalog(Harness.dependencies())
+        func nested(_ levels: Int) -> JSON {
+            var value = #"{"level":\#(levels)}"#
+            for level in stride(from: levels - 1, through: 1, by: -1) { value = #"{"level":\#(level),"child":\#(value)}"# }
+            return json(#"{"nested":\#(value)}"#)
+        }
+        // The state object is at depth 0, so five levels nest objects five deep: the most allowed.
+        #expect(throws: Never.self) { try catalog.makeSession(feature: "gallery", state: nested(5), limits: limits) }
+        #expect {
+            try catalog.makeSession(feature: "gallery", state: nested(6), limits: limits)
+        } throws: { error in
+            guard case NavigationError.tooLarge(let refusal) = error else { return false }
+            return refusal.path == JSONPath("state.nested.child.child.child.child.child") && refusal.description.contains("deeper")
+        }
+        let session = try catalog.makeSession(feature: "gallery", state: nested(4), limits: limits)
+        await #expect(throws: NavigationError.self) { try await session.replaceState(nested(6)) }
+        // Actions may nest one level more, down to depth 5, and no further.
+        func deepest() async -> String? {
+            var node = await session.navigation()
+            var id: String?
+            while let child = node["presentations"]?[0] {
+                id = child["id"]?.stringValue
+                node = child
+            }
+            return id
+        }
+        let fourth = try #require(await deepest())
+        #expect(try await session.perform(target: fourth, action: "presentChildButtonTapped", arguments: nil).events.count > 0)
+        let fifth = try #require(await deepest())
+        let before = await session.describe()
+        await #expect(throws: NavigationError.self) {
+            try await session.perform(target: fifth, action: "presentChildButtonTapped", arguments: nil)
+        }
+        let after = await session.describe()
+        #expect(after.version == before.version && after.state == before.state && after.navigation == before.navigation)
+    }
+
     @Test func bindingsAndArgumentsAreMeasuredToo() async throws {
         let session = try session("gallery", #"{"text":""}"#)
         let editor = try #require(await session.navigation()["presentations"]?[0]?["id"]?.stringValue)

@@ -1,6 +1,7 @@
 import Foundation
 @testable import NavServer
 import NavigationCore
+import SQLiteStorage
 import Testing
 import TestSupport
 
@@ -132,5 +133,48 @@ import TestSupport
         #expect(escaped.status == 200)
         #expect(escaped.json == navigation.json)
         await server.stop()
+    }
+
+    /// A state accepted with 2xx survives a restart, however deep: the tree stored for it nests
+    /// about twice as deep as the request that built it, and a restart must read it back. Past
+    /// the nesting bound a state is refused with 422 and nothing is created.
+    @Test func theDeepestStateAcceptedSurvivesARestart() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-deep-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let retention = SQLiteSessionStore.EventRetention(count: 1024, bytes: 1 << 20)
+        func nested(_ levels: Int) -> String {
+            var value = #"{"level":\#(levels)}"#
+            for level in stride(from: levels - 1, through: 1, by: -1) { value = #"{"level":\#(level),"child":\#(value)}"# }
+            return #"{"feature":"gallery","state":{"nested":\#(value)}}"#
+        }
+        let deepest = SessionLimits().maxDepth - 1
+        let store = try SQLiteSessionStore(directory: directory, retention: retention)
+        let server = try await TestServer(storage: store)
+        let client = try server.client()
+        let refused = try await client.request("POST", "/sessions", json: nested(deepest + 1))
+        #expect(refused.status == 422 && refused.json["error"]?["code"] == "state_too_large", "\(refused.text.prefix(300))")
+        let created = try await client.request("POST", "/sessions", json: nested(deepest))
+        #expect(created.status == 201)
+        let id = try #require(created.json["id"]?.stringValue)
+        let token = try #require(created.json["token"]?.stringValue)
+        // Later transactions of the deep session, and a snapshot of it, are stored as well.
+        for round in 0..<70 {
+            let bound = try await client.request("PUT", "/sessions/\(id)/features/root/bindings/alertIsPresented", token: token,
+                                                 json: round % 2 == 0 ? "true" : "false")
+            #expect(bound.status == 200, "\(bound.text.prefix(300))")
+        }
+        let before = try await client.get("/sessions/\(id)", token: token)
+        #expect(before.status == 200)
+        await server.stop()
+        store.close()
+
+        let reopened = try SQLiteSessionStore(directory: directory, retention: retention)
+        let restarted = try await TestServer(storage: reopened)
+        let after = try await restarted.client().get("/sessions/\(id)", token: token)
+        #expect(after.status == 200, "\(after.text.prefix(300))")
+        #expect(after.json["navigation"] == before.json["navigation"])
+        #expect(after.json["state"] == before.json["state"])
+        await restarted.stop()
+        reopened.close()
     }
 }

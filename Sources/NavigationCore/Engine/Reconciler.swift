@@ -84,6 +84,10 @@ final class Reconciler {
     /// Feature instances on screen.
     var nodeCount: Int { nodesByID.count }
 
+    /// The deepest a feature has been on screen (the root is at 0); it never goes down, which
+    /// only keeps the limit checks on a little longer than needed.
+    private(set) var deepest = 0
+
     /// The longest stack on screen.
     var longestStack: Int { stacksByID.values.reduce(0) { max($0, $1.elements.count) } }
 
@@ -95,6 +99,11 @@ final class Reconciler {
         var seen = Set<Int>()
         for serial in tracker.peek() where seen.insert(serial).inserted {
             guard let node = nodesBySerial[serial], node.isAttached, let derivation = node.feature.derive() else { continue }
+            let grows = zip(node.stacks, derivation.stacks).contains { $1.count > $0.elements.count }
+                || derivation.presentations.count > node.presentations.count
+            if grows && node.depth + 1 >= limits.maxDepth {
+                return "features would nest deeper than this server's limit of \(limits.maxDepth)"
+            }
             for (stack, contents) in zip(node.stacks, derivation.stacks) {
                 if contents.count > limits.maxPathLength {
                     return "stack \(stack.id) would hold \(contents.count) elements, more than this server's limit of \(limits.maxPathLength)"
@@ -317,6 +326,7 @@ final class Reconciler {
     }
 
     private func register(_ node: Node) {
+        deepest = max(deepest, node.depth)
         nodesBySerial[node.serial] = node
         nodesByID[node.id] = node
     }

@@ -15,6 +15,12 @@ public struct SessionLimits: Sendable, Equatable {
     public var maxNodes: Int
     /// UTF-8 bytes of any one string in state.
     public var maxStringBytes: Int
+    /// Features nested in one another on screen (each presentation and stack element one level
+    /// below its owner), and objects and arrays nested in a value a client sends. Every document
+    /// navd derives from a state (the tree, a snapshot, what the store keeps) nests deeper than
+    /// the state, a few levels per feature; this bound keeps them all readable again, by navd
+    /// after a restart and by clients, however a state was built.
+    public var maxDepth: Int
 
     /// Limits with navd's defaults unless given.
     public init(
@@ -22,22 +28,24 @@ public struct SessionLimits: Sendable, Equatable {
         eventBufferBytes: Int = 8 << 20,
         maxPathLength: Int = 1000,
         maxNodes: Int = 10_000,
-        maxStringBytes: Int = 64 << 10
+        maxStringBytes: Int = 64 << 10,
+        maxDepth: Int = 64
     ) {
         self.eventBufferCount = eventBufferCount
         self.eventBufferBytes = eventBufferBytes
         self.maxPathLength = maxPathLength
         self.maxNodes = maxNodes
         self.maxStringBytes = maxStringBytes
+        self.maxDepth = maxDepth
     }
 
     /// Measures a value a client sent as state, an argument or a binding, before it is used.
     public func check(_ value: JSON, at path: JSONPath) throws(StateError) {
         var containers = 0
-        try check(value, at: path, containers: &containers)
+        try check(value, at: path, depth: 0, containers: &containers)
     }
 
-    private func check(_ value: JSON, at path: JSONPath, containers: inout Int) throws(StateError) {
+    private func check(_ value: JSON, at path: JSONPath, depth: Int, containers: inout Int) throws(StateError) {
         switch value {
         case .null, .bool, .int, .double:
             return
@@ -49,15 +57,20 @@ public struct SessionLimits: Sendable, Equatable {
             guard items.count <= maxPathLength else {
                 throw StateError(path, "\(items.count) items are more than this server's limit of \(maxPathLength)")
             }
-            try count(&containers, at: path)
-            for (index, item) in items.enumerated() { try check(item, at: path.appending(index: index), containers: &containers) }
+            try count(&containers, depth: depth, at: path)
+            for (index, item) in items.enumerated() {
+                try check(item, at: path.appending(index: index), depth: depth + 1, containers: &containers)
+            }
         case .object(let object):
-            try count(&containers, at: path)
-            for pair in object.pairs { try check(pair.value, at: path.appending(pair.key), containers: &containers) }
+            try count(&containers, depth: depth, at: path)
+            for pair in object.pairs { try check(pair.value, at: path.appending(pair.key), depth: depth + 1, containers: &containers) }
         }
     }
 
-    private func count(_ containers: inout Int, at path: JSONPath) throws(StateError) {
+    private func count(_ containers: inout Int, depth: Int, at path: JSONPath) throws(StateError) {
+        guard depth < maxDepth else {
+            throw StateError(path, "objects and arrays nest deeper than this server's limit of \(maxDepth)")
+        }
         containers += 1
         guard containers <= maxNodes else {
             throw StateError(path, "the state holds more than this server's limit of \(maxNodes) objects and arrays")

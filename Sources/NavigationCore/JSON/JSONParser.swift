@@ -13,14 +13,20 @@ public struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertib
 public struct JSONParser {
     /// Nesting deeper than this is refused: a hostile body cannot exhaust the stack.
     public static let maximumDepth = 256
+    /// The bound for documents navd wrote itself (a stored state, tree or event), which nest
+    /// deeper than the request that built them: a few levels per feature on screen, as deep as
+    /// `SessionLimits.maxDepth` lets features go. SQLite's JSON functions stop at the same depth.
+    public static let storedDocumentDepth = 1000
 
     private let bytes: [UInt8]
+    private let maximumDepth: Int
     private var index = 0
     private var depth = 0
 
-    /// Parses one JSON value that is all of `bytes` (whitespace aside).
-    public static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSON {
-        var parser = JSONParser(bytes: bytes)
+    /// Parses one JSON value that is all of `bytes` (whitespace aside), nested at most
+    /// `maximumDepth` deep.
+    public static func parse(_ bytes: [UInt8], maximumDepth: Int = maximumDepth) throws(JSONSyntaxError) -> JSON {
+        var parser = JSONParser(bytes: bytes, maximumDepth: maximumDepth)
         parser.skipWhitespace()
         let value = try parser.parseValue()
         parser.skipWhitespace()
@@ -33,7 +39,10 @@ public struct JSONParser {
         try parse(Array(text.utf8))
     }
 
-    private init(bytes: [UInt8]) { self.bytes = bytes }
+    private init(bytes: [UInt8], maximumDepth: Int) {
+        self.bytes = bytes
+        self.maximumDepth = maximumDepth
+    }
 
     private func error(_ reason: String) -> JSONSyntaxError {
         JSONSyntaxError(offset: index, reason: reason)
@@ -74,7 +83,7 @@ public struct JSONParser {
 
     private mutating func enter() throws(JSONSyntaxError) {
         depth += 1
-        guard depth <= Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth)") }
+        guard depth <= maximumDepth else { throw error("nesting deeper than \(maximumDepth)") }
     }
 
     private mutating func parseObject() throws(JSONSyntaxError) -> JSON {
