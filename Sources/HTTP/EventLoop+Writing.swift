@@ -65,8 +65,9 @@ extension EventLoop {
             case .response(let response):
                 serialize(response, slot: slot, connection: connection)
             case .stream(let stream, let headers):
+                // No length and no chunks: the stream ends with the connection, as the head says.
                 ResponseSerializer.appendHead(
-                    status: 200, headers: headers, contentLength: nil, connection: .keepAlive,
+                    status: 200, headers: headers, contentLength: nil, connection: .close,
                     isEventStream: true, to: &writeBuffer)
                 // A HEAD request gets the head only.
                 connection.state.streamStarted(stream, headOnly: slot.isHead)
