@@ -73,6 +73,7 @@ enum RequestHeadParser {
         var contentLength: Int?
         var codings: [String] = []
         var sawTransferEncoding = false
+        var hosts = 0
         var start = 0
         while start < fields.count {
             // Lines end at LF, which the scanner guarantees follows a CR; any other CR is a
@@ -116,10 +117,15 @@ enum RequestHeadParser {
                 }
             case 6 where ASCII.equalsIgnoringCase(name, "expect"):
                 if ASCII.equalsIgnoringCase(value, "100-continue") { head.expectsContinue = true }
+            case 4 where ASCII.equalsIgnoringCase(name, "host"):
+                hosts += 1
             default:
                 break
             }
         }
+        // RFC 9112 3.2: which host a request is for must be unambiguous, and said in HTTP/1.1.
+        guard hosts <= 1 else { return .badRequest("More than one Host header field.") }
+        guard hosts == 1 || !head.isHTTP11 else { return .badRequest("An HTTP/1.1 request must carry a Host header field.") }
         if sawTransferEncoding {
             guard contentLength == nil else {
                 return .badRequest("Content-Length and Transfer-Encoding together are not accepted.")

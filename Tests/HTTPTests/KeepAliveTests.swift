@@ -100,7 +100,7 @@ import Testing
         try server.start()
         defer { server.finishShutdown(deadline: .now + .seconds(1)) }
         let client = try TestClient(port: server.port)
-        try client.send("GET / HTTP/1.1\r\nX-One: 1\r\nX-Two: a\r\nx-two: b\r\n\r\n")
+        try client.send("GET / HTTP/1.1\r\nHost: x\r\nX-One: 1\r\nX-Two: a\r\nx-two: b\r\n\r\n")
         let response = try client.readResponse()
         // The handler's wrong Content-Length is replaced by the real one.
         #expect(response.headers.values("Content-Length") == ["\(response.body.count)"])

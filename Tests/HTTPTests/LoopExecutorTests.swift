@@ -62,7 +62,7 @@ import Testing
         for _ in 0..<4 {
             let client = try TestClient(port: server.port)
             for expected in 1...3 {
-                try client.send("GET / HTTP/1.1\r\n\r\n")
+                try client.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
                 let words = try client.readResponse().bodyText.split(separator: " ")
                 #expect(words.first == "true")
                 // The same connection, the same loop, the same actor: its count goes up by one.
@@ -115,7 +115,7 @@ import Testing
         var clients: [TestClient] = []
         for _ in 0..<40 {
             let client = try TestClient(port: server.port)
-            try client.send("GET / HTTP/1.1\r\n\r\n")
+            try client.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             clients.append(client)
         }
         while handler.started.load(ordering: .relaxed) == 0 { usleep(1_000) }

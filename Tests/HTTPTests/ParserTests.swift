@@ -32,19 +32,19 @@ import TestSupport
     }
 
     @Test func absoluteFormAndAsterisk() throws {
-        #expect(try parse("GET http://example.com:80/p?q=1 HTTP/1.1\r\n\r\n").get().request.path == "/p")
-        #expect(try parse("GET http://example.com HTTP/1.1\r\n\r\n").get().request.path == "/")
-        #expect(try parse("OPTIONS * HTTP/1.1\r\n\r\n").get().request.path == "*")
+        #expect(try parse("GET http://example.com:80/p?q=1 HTTP/1.1\r\nHost: x\r\n\r\n").get().request.path == "/p")
+        #expect(try parse("GET http://example.com HTTP/1.1\r\nHost: x\r\n\r\n").get().request.path == "/")
+        #expect(try parse("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n").get().request.path == "*")
     }
 
     @Test func framingAndConnectionOptions() throws {
-        #expect(try parse("POST / HTTP/1.1\r\nContent-Length: 12\r\n\r\n").get().framing == .length(12))
-        #expect(try parse("POST / HTTP/1.1\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\n").get().framing == .length(5))
-        #expect(try parse("POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n").get().framing == .chunked)
-        #expect(try parse("GET / HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n").get().keepAlive == false)
+        #expect(try parse("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n").get().framing == .length(12))
+        #expect(try parse("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\n").get().framing == .length(5))
+        #expect(try parse("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n").get().framing == .chunked)
+        #expect(try parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Close\r\n\r\n").get().keepAlive == false)
         #expect(try parse("GET / HTTP/1.0\r\n\r\n").get().keepAlive == false)
         #expect(try parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").get().keepAlive)
-        #expect(try parse("PUT / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n").get().expectsContinue)
+        #expect(try parse("PUT / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n").get().expectsContinue)
     }
 
     @Test(arguments: [
@@ -172,13 +172,28 @@ import TestSupport
         #expect(throws: ProtocolError.self) { try result.get() }
     }
 
+    /// RFC 9112 3.2: an HTTP/1.1 request names its host once; HTTP/1.0 may leave it out.
+    @Test func hostIsRequiredOnceInHTTP11() {
+        #expect(throws: ProtocolError.badRequest("An HTTP/1.1 request must carry a Host header field.")) {
+            try parse("GET / HTTP/1.1\r\nX: y\r\n\r\n").get()
+        }
+        #expect(throws: ProtocolError.badRequest("More than one Host header field.")) {
+            try parse("GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n").get()
+        }
+        #expect(throws: ProtocolError.badRequest("More than one Host header field.")) {
+            try parse("GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n").get()
+        }
+        #expect(throws: Never.self) { try parse("GET / HTTP/1.0\r\n\r\n").get() }
+        #expect(throws: Never.self) { try parse("GET / HTTP/1.1\r\nHOST: a\r\n\r\n").get() }
+    }
+
     @Test func statusChoicesForSpecialFailures() {
         #expect(throws: ProtocolError.versionNotSupported) { try parse("GET / HTTP/2.0\r\n\r\n").get() }
         #expect(throws: ProtocolError.payloadTooLarge) {
-            try parse("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", maxBody: 10).get()
+            try parse("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n", maxBody: 10).get()
         }
         #expect(throws: ProtocolError.notImplemented("Only the chunked transfer coding is supported.")) {
-            try parse("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n").get()
+            try parse("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n").get()
         }
     }
 

@@ -149,7 +149,7 @@ import TestSupport
             Array("POST /sessions/\(id)/actions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{\"action\"".utf8),
             Array("POST /sessions/\(id)/state HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\nContent-Length: 14\r\n\r\n{\"state\":\u{FF}\u{FE}}".utf8),
             Array("GET /\(String(repeating: "%", count: 100)) HTTP/1.1\r\n\r\n".utf8),
-            Array("POST /sessions HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n".utf8),
+            Array("POST /sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n".utf8),
         ]
         for bytes in hostile {
             let client = try server.client()
