@@ -226,7 +226,13 @@ final class APIHandler: HTTPHandler {
     /// The bearer token a request presents, from `Authorization` or, on the event stream,
     /// `?token=`; nil when there is none (or a stream ticket instead).
     private static func presentedToken(_ request: HTTPRequest, allowQueryToken: Bool) -> Substring? {
-        if let header = request.headers["Authorization"] {
+        var authorization: String?
+        for field in request.headers where ASCII.namesEqual(field.name, "Authorization") {
+            // Two credentials: which one a proxy in front checked is unknown, so neither counts.
+            guard authorization == nil else { return nil }
+            authorization = field.value
+        }
+        if let header = authorization {
             // `Bearer <token>`, the scheme in any case, read on the bytes. A token has no spaces
             // (RFC 6750): one with spaces in it is some other credential, and opens nothing.
             let bytes = header.utf8.drop { $0 == UInt8(ascii: " ") }

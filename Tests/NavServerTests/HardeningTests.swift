@@ -135,6 +135,21 @@ import TestSupport
         await server.stop()
     }
 
+    /// A request with two `Authorization` fields opens nothing, even when both hold the token.
+    @Test func twoCredentialsOpenNothing() async throws {
+        let server = try await TestServer()
+        let client = try server.client()
+        let (id, token) = try await server.session("counter")
+        for pair in [(token, token), (token, "other"), ("other", token)] {
+            let response = try await client.request("GET", "/sessions/\(id)", headers: [
+                ("Authorization", "Bearer \(pair.0)"), ("Authorization", "Bearer \(pair.1)"),
+            ])
+            #expect(response.status == 401, "\(pair)")
+        }
+        #expect(try await client.get("/sessions/\(id)", token: token).status == 200)
+        await server.stop()
+    }
+
     /// A state accepted with 2xx survives a restart, however deep: the tree stored for it nests
     /// about twice as deep as the request that built it, and a restart must read it back. Past
     /// the nesting bound a state is refused with 422 and nothing is created.
