@@ -8,10 +8,14 @@ struct APIError: Error {
     let message: String
     var headers: HTTPHeaders = [:]
 
+    /// Messages quote what the client sent (an unknown action's name, a path); a quote that long
+    /// is cut, so an answer is never as large as the request that earned it.
+    static let maxMessageCharacters = 1024
+
     init(_ status: Int, _ code: String, _ message: String, headers: HTTPHeaders = [:]) {
         self.status = status
         self.code = code
-        self.message = message
+        self.message = message.count <= Self.maxMessageCharacters ? message : message.prefix(Self.maxMessageCharacters) + "…"
         self.headers = headers
     }
 

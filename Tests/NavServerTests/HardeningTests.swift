@@ -135,6 +135,20 @@ import TestSupport
         await server.stop()
     }
 
+    /// An error quotes what was sent, cut short: a large unknown name does not come back whole.
+    @Test func errorMessagesQuoteTheirInputCutShort() async throws {
+        let server = try await TestServer()
+        let client = try server.client()
+        let (id, token) = try await server.session("counter")
+        let name = String(repeating: "x", count: 200_000)
+        let response = try await client.act(id, token: token, name)
+        #expect(response.status == 422)
+        let message = try #require(response.json["error"]?["message"]?.stringValue)
+        #expect(message.count <= APIError.maxMessageCharacters + 1 && message.hasSuffix("…"))
+        #expect(response.body.count < 2_000)
+        await server.stop()
+    }
+
     /// A request with two `Authorization` fields opens nothing, even when both hold the token.
     @Test func twoCredentialsOpenNothing() async throws {
         let server = try await TestServer()
