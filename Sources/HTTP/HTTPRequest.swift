@@ -59,6 +59,8 @@ public struct HTTPRequest: Sendable {
         var target = target
         let range = target.withUTF8 { RequestTarget.pathRange(UnsafeRawBufferPointer($0)) }
         guard let range else { return self.target[...] }
+        // An absolute-form target without a path ("http://host") asks for "/" (RFC 9110 4.2.3).
+        guard !range.isEmpty else { return "/" }
         let utf8 = self.target.utf8
         return Substring(utf8[utf8.index(utf8.startIndex, offsetBy: range.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: range.upperBound)])
     }

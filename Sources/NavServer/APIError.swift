@@ -9,13 +9,16 @@ struct APIError: Error {
     var headers: HTTPHeaders = [:]
 
     /// Messages quote what the client sent (an unknown action's name, a path); a quote that long
-    /// is cut, so an answer is never as large as the request that earned it.
-    static let maxMessageCharacters = 1024
+    /// is cut, so an answer is never as large as the request that earned it. Counted in Unicode
+    /// scalars, since one character may hold any number of them (combining marks).
+    static let maxMessageScalars = 1024
 
     init(_ status: Int, _ code: String, _ message: String, headers: HTTPHeaders = [:]) {
         self.status = status
         self.code = code
-        self.message = message.count <= Self.maxMessageCharacters ? message : message.prefix(Self.maxMessageCharacters) + "…"
+        let scalars = message.unicodeScalars
+        self.message = scalars.count <= Self.maxMessageScalars
+            ? message : String(String.UnicodeScalarView(scalars.prefix(Self.maxMessageScalars))) + "…"
         self.headers = headers
     }
 

@@ -11,6 +11,19 @@ import Testing
         #expect(try JSONParser.parse(value.text) == value)
     }
 
+    /// Requests nest at most 256 deep; what navd stored itself is read back to 1,000, since a
+    /// derived document (a tree, an event) nests deeper than the request that built it.
+    @Test func storedDocumentsAreReadDeeperThanRequests() throws {
+        func nested(_ depth: Int) -> [UInt8] { Array((String(repeating: "[", count: depth) + String(repeating: "]", count: depth)).utf8) }
+        #expect(throws: Never.self) { try JSONParser.parse(nested(JSONParser.maximumDepth)) }
+        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse(nested(JSONParser.maximumDepth + 1)) }
+        let deep = try JSONParser.parse(nested(JSONParser.storedDocumentDepth), maximumDepth: JSONParser.storedDocumentDepth)
+        #expect(deep.bytes == nested(JSONParser.storedDocumentDepth))
+        #expect(throws: JSONSyntaxError.self) {
+            try JSONParser.parse(nested(JSONParser.storedDocumentDepth + 1), maximumDepth: JSONParser.storedDocumentDepth)
+        }
+    }
+
     @Test func keepsKeyOrderAndComparesWithoutIt() throws {
         let value = try JSONParser.parse(#"{"b":1,"a":2}"#)
         #expect(value.text == #"{"b":1,"a":2}"#)

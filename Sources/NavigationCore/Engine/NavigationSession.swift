@@ -569,7 +569,7 @@ public actor NavigationSession {
 
     private var isNearLimits: Bool {
         reconciler.nodeCount * 2 >= limits.maxNodes || reconciler.longestStack * 2 >= limits.maxPathLength
-            || reconciler.deepest * 2 >= limits.maxDepth
+            || reconciler.deepest + 1 >= limits.maxDepth
     }
 
     /// Starts an effect right here, so its synchronous part belongs to this transaction.

@@ -84,9 +84,11 @@ final class Reconciler {
     /// Feature instances on screen.
     var nodeCount: Int { nodesByID.count }
 
-    /// The deepest a feature has been on screen (the root is at 0); it never goes down, which
-    /// only keeps the limit checks on a little longer than needed.
-    private(set) var deepest = 0
+    /// How many features are on screen at each depth (the root alone at 0).
+    private var countByDepth: [Int] = []
+
+    /// The depth of the deepest feature on screen.
+    var deepest: Int { countByDepth.lastIndex { $0 > 0 } ?? 0 }
 
     /// The longest stack on screen.
     var longestStack: Int { stacksByID.values.reduce(0) { max($0, $1.elements.count) } }
@@ -326,12 +328,14 @@ final class Reconciler {
     }
 
     private func register(_ node: Node) {
-        deepest = max(deepest, node.depth)
+        while countByDepth.count <= node.depth { countByDepth.append(0) }
+        countByDepth[node.depth] += 1
         nodesBySerial[node.serial] = node
         nodesByID[node.id] = node
     }
 
     private func detach(_ node: Node) {
+        countByDepth[node.depth] -= 1
         node.isAttached = false
         nodesBySerial[node.serial] = nil
         nodesByID[node.id] = nil

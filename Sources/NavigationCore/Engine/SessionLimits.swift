@@ -18,8 +18,10 @@ public struct SessionLimits: Sendable, Equatable {
     /// Features nested in one another on screen (each presentation and stack element one level
     /// below its owner), and objects and arrays nested in a value a client sends. Every document
     /// navd derives from a state (the tree, a snapshot, what the store keeps) nests deeper than
-    /// the state, a few levels per feature; this bound keeps them all readable again, by navd
-    /// after a restart and by clients, however a state was built.
+    /// the state, a few levels per feature; this bound keeps them readable again, by navd after
+    /// a restart and by clients. Growth is checked where a feature gains a child, one level at
+    /// a time, as actions grow a tree: a feature whose own code builds a deep subtree in one step
+    /// is bounded by `maxNodes` alone.
     public var maxDepth: Int
 
     /// Limits with navd's defaults unless given.
