@@ -55,6 +55,38 @@ enum RequestHeadParser {
         return .success(result)
     }
 
+    /// RFC 3986's `host [ ":" port ]`, or nothing (RFC 9112 3.2 allows an empty Host): a name of
+    /// unreserved characters, sub-delimiters and percent-escapes, or a bracketed IP literal.
+    static func isValidHost(_ value: UnsafeRawBufferPointer) -> Bool {
+        func isNameByte(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+            default: "-._~!$&'()*+,;=".utf8.contains(byte)
+            }
+        }
+        var index = 0
+        if value.first == UInt8(ascii: "[") {
+            guard let close = value.firstIndex(of: UInt8(ascii: "]")), close > 1 else { return false }
+            guard value[1..<close].allSatisfy({ isNameByte($0) || $0 == ASCII.colon }) else { return false }
+            index = close + 1
+        } else {
+            while index < value.count, value[index] != ASCII.colon {
+                if value[index] == ASCII.percent {
+                    guard index + 2 < value.count, ASCII.hexValue(value[index + 1]) != nil, ASCII.hexValue(value[index + 2]) != nil else {
+                        return false
+                    }
+                    index += 3
+                } else {
+                    guard isNameByte(value[index]) else { return false }
+                    index += 1
+                }
+            }
+        }
+        guard index < value.count else { return true }
+        guard value[index] == ASCII.colon else { return false }
+        return value[(index + 1)...].allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
     /// "HTTP/1.1" → true, "HTTP/1.0" → false; a later 1.x is answered as 1.1.
     private static func parseVersion(_ bytes: UnsafeRawBufferPointer) -> Result<Bool, ProtocolError> {
         guard bytes.count == 8,
@@ -119,6 +151,7 @@ enum RequestHeadParser {
                 if ASCII.equalsIgnoringCase(value, "100-continue") { head.expectsContinue = true }
             case 4 where ASCII.equalsIgnoringCase(name, "host"):
                 hosts += 1
+                guard isValidHost(value) else { return .badRequest("The Host header field is not a host and port.") }
             default:
                 break
             }

@@ -187,6 +187,18 @@ import TestSupport
         #expect(throws: Never.self) { try parse("GET / HTTP/1.1\r\nHOST: a\r\n\r\n").get() }
     }
 
+    /// RFC 9112 3.2: a Host that is not `host[:port]` is refused too.
+    @Test func hostMustBeAHostAndPort() {
+        for host in ["example.com", "example.com:8080", "127.0.0.1:80", "[::1]:8080", "[v1.fe80::a+en1]", "a%2Db", "x:", ""] {
+            #expect(throws: Never.self, "\(host)") { try parse("GET / HTTP/1.1\r\nHost: \(host)\r\n\r\n").get() }
+        }
+        for host in ["a b", "a/b", "user@host", "host:80x", "host:80:90", "[::1", "[]", "[::1]x", "a%2", "a%zz", "é"] {
+            #expect(throws: ProtocolError.badRequest("The Host header field is not a host and port."), "\(host)") {
+                try parse("GET / HTTP/1.1\r\nHost: \(host)\r\n\r\n").get()
+            }
+        }
+    }
+
     @Test func statusChoicesForSpecialFailures() {
         #expect(throws: ProtocolError.versionNotSupported) { try parse("GET / HTTP/2.0\r\n\r\n").get() }
         #expect(throws: ProtocolError.payloadTooLarge) {
