@@ -57,12 +57,11 @@ public struct HTTPRequest: Sendable {
     /// its segment instead of separating two.
     public var encodedPath: Substring {
         var target = target
-        let range = target.withUTF8 { RequestTarget.pathRange(UnsafeRawBufferPointer($0)) }
-        guard let range else { return self.target[...] }
+        guard let range = target.withUTF8({ RequestTarget.pathRange(UnsafeRawBufferPointer($0)) }) else { return target[...] }
         // An absolute-form target without a path ("http://host") asks for "/" (RFC 9110 4.2.3).
         guard !range.isEmpty else { return "/" }
-        let utf8 = self.target.utf8
-        return Substring(utf8[utf8.index(utf8.startIndex, offsetBy: range.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: range.upperBound)])
+        let start = target.utf8.index(target.utf8.startIndex, offsetBy: range.lowerBound)
+        return Substring(target.utf8[start..<target.utf8.index(start, offsetBy: range.count)])
     }
 
     /// Percent-decodes one segment of `encodedPath`; nil on a broken escape or invalid UTF-8.

@@ -88,12 +88,7 @@ enum Route: String, Sendable, CaseIterable {
 private struct PathSegments {
     let bytes: UnsafeBufferPointer<UInt8>
     let slashes: UnsafeBufferPointer<Int>
-    var decoded: [String]?
-
-    init(bytes: UnsafeBufferPointer<UInt8>, slashes: UnsafeBufferPointer<Int>) {
-        self.bytes = bytes
-        self.slashes = slashes
-    }
+    var decoded: [String]? = nil
 
     var count: Int { slashes.count }
 
