@@ -20,6 +20,11 @@ final class GatedStore: SessionStorage {
 
     func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
                 completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        // The server probes a failing store once a second; those writes are no client's and
+        // must not take a held request's place (a held probe made `heldCount` 2 in CI).
+        if writes.allSatisfy({ if case .probe = $0 { true } else { false } }) {
+            return inner.commit(writes, admissible: admissible, completion: completion)
+        }
         inner.commit(writes, admissible: admissible) { [self] result in
             let failing = failHeld.load(ordering: .relaxed)
             let run: @Sendable () -> Void = { completion(failing ? .failure(.unavailable("injected")) : result) }
