@@ -194,14 +194,16 @@ extension EventLoop {
         markDirty(connection)
     }
 
-    /// The head of a request refused only for the length its body declares: read again
-    /// without the limit, so the refusal is answered in context (its origin, its request id).
-    /// Any other fault is in the head itself, which then tells nothing.
+    /// The head of a request refused only for its body (the length it declares, a transfer
+    /// coding navd does not decode): read again without that check, so the refusal is answered
+    /// and logged in context (its method and path, its origin, its request id). Any other fault
+    /// is in the head itself, which then tells nothing.
     private static func refusedRequest(
         _ error: ProtocolError, _ head: UnsafeRawBufferPointer, requestLineLength: Int
     ) -> HTTPRequest? {
-        guard error.kind == .payloadTooLarge,
-              case .success(let parsed) = RequestHeadParser.parse(head, requestLineLength: requestLineLength, maxBodyBytes: .max)
+        guard error.kind == .payloadTooLarge || error.kind == .notImplemented,
+              case .success(let parsed) = RequestHeadParser.parse(head, requestLineLength: requestLineLength, maxBodyBytes: .max,
+                                                                  anyTransferCoding: true)
         else { return nil }
         return parsed.request
     }

@@ -2,8 +2,10 @@
 /// from bytes. Strict by design: single spaces in the request line, token methods and field
 /// names, no obsolete line folding, no control bytes, valid UTF-8 in values.
 enum RequestHeadParser {
+    /// - Parameter anyTransferCoding: reads a head whose body is in a coding navd does not
+    ///   decode as if it had none, to tell a refusal of it which request it refuses.
     static func parse(
-        _ head: UnsafeRawBufferPointer, requestLineLength: Int, maxBodyBytes: Int
+        _ head: UnsafeRawBufferPointer, requestLineLength: Int, maxBodyBytes: Int, anyTransferCoding: Bool = false
     ) -> Result<RequestHead, ProtocolError> {
         let line = UnsafeRawBufferPointer(rebasing: head[0..<(requestLineLength - 2)])
         guard let firstSpace = line.firstIndex(of: ASCII.space), firstSpace > 0 else {
@@ -49,7 +51,7 @@ enum RequestHeadParser {
         let fields = UnsafeRawBufferPointer(rebasing: head[requestLineLength..<(head.count - 2)])
         // One allocation for a usual request's fields, not one per doubling.
         result.request.headers.reserveCapacity(8)
-        if let error = parseFields(fields, into: &result, maxBodyBytes: maxBodyBytes) {
+        if let error = parseFields(fields, into: &result, maxBodyBytes: maxBodyBytes, anyTransferCoding: anyTransferCoding) {
             return .failure(error)
         }
         return .success(result)
@@ -100,7 +102,7 @@ enum RequestHeadParser {
     }
 
     private static func parseFields(
-        _ fields: UnsafeRawBufferPointer, into head: inout RequestHead, maxBodyBytes: Int
+        _ fields: UnsafeRawBufferPointer, into head: inout RequestHead, maxBodyBytes: Int, anyTransferCoding: Bool
     ) -> ProtocolError? {
         var contentLength: Int?
         var codings: [String] = []
@@ -171,7 +173,7 @@ enum RequestHeadParser {
             if codings.isEmpty || codings.dropLast().contains("chunked") {
                 return .badRequest("Invalid Transfer-Encoding.")
             }
-            return .notImplemented("Only the chunked transfer coding is supported.")
+            return anyTransferCoding ? nil : .notImplemented("Only the chunked transfer coding is supported.")
         } else if let contentLength {
             if contentLength > maxBodyBytes { return .payloadTooLarge }
             head.framing = contentLength > 0 ? .length(contentLength) : .none

@@ -51,6 +51,20 @@ import Testing
         }
     }
 
+    /// A body in a coding navd does not decode is refused for its body alone: the handler is
+    /// told which request it refuses, for its answer and its log.
+    @Test func aRefusedTransferCodingNamesItsRequest() throws {
+        try withServer { server, _ in
+            let client = try TestClient(port: server.port)
+            try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nabc")
+            let response = try client.readResponse()
+            #expect(response.status == 501)
+            #expect(response.headers["X-Refused"] == "notImplemented")
+            #expect(response.bodyText.contains(#""path":"/echo""#), "\(response.bodyText)")
+            #expect(client.waitForClose())
+        }
+    }
+
     @Test func expectContinueGetsInterimResponseBeforeBody() throws {
         try withServer { server, _ in
             let client = try TestClient(port: server.port)

@@ -127,6 +127,28 @@ import TestSupport
         #expect(try await log.request("the-stream")["status"] == 200)
     }
 
+    /// A request refused for its body alone (a transfer coding navd does not decode, a length
+    /// over the limit) is logged with its method, path and request id, like any other.
+    @Test func aRequestRefusedForItsBodyIsLoggedWithItsMethodAndPath() async throws {
+        let log = LogCapture()
+        let server = try await TestServer(log: log)
+        defer { Task { await server.stop() } }
+        // Over the 1 MiB a body may have.
+        let refusals: [(String, Int)] = [("Transfer-Encoding: gzip", 501), ("Content-Length: 2000000", 413)]
+        for (index, (field, status)) in refusals.enumerated() {
+            let requestID = "refused-\(index)"
+            let client = try server.client()
+            try await client.send(Array("POST /sessions HTTP/1.1\r\nHost: x\r\nX-Request-ID: \(requestID)\r\n\(field)\r\n\r\n".utf8))
+            let response = try await client.readResponse()
+            #expect(response.status == status, "\(field)")
+            #expect(response.header("X-Request-ID") == requestID, "\(field)")
+            let line = try await log.request(requestID)
+            #expect(line["status"]?.intValue == status)
+            #expect(line["method"] == "POST", "\(field)")
+            #expect(line["path"] == "/sessions", "\(field)")
+        }
+    }
+
     @Test func requestLinesHaveTheRemoteAddressAndTheBytesSent() async throws {
         let log = LogCapture()
         let server = try await TestServer(log: log)
