@@ -4,8 +4,9 @@
 public struct HTTPRefusal: Sendable {
     public let error: ProtocolError
     /// The request's head (its body left out) when it was read whole: a body over its limit,
-    /// in a transfer coding navd does not decode, too slow or malformed, a handler that failed. Nil when the head itself was at fault or
-    /// never read (over capacity, shutting down, a head that did not arrive in time).
+    /// in a transfer coding navd does not decode, too slow or malformed, a handler that failed.
+    /// Nil when the head itself was at fault or never read (over capacity, shutting down, a
+    /// head that did not arrive in time).
     public let request: HTTPRequest?
     /// The client's address, for logs.
     public let peer: PeerAddress
