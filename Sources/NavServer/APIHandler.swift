@@ -288,8 +288,12 @@ final class APIHandler: HTTPHandler {
             throw .overCapacity(sessions: store.limit ?? 0)
         }
         let (persistence, store) = (persistence, store)
+        let deepLinked = state != nil
         Task(executorPreference: answer.executor) { [self] in
             await attachEvents(hosted)
+            // A deep link starts no work: what its state says is under way settles, before the
+            // first snapshot, as it would after a restart.
+            if deepLinked { _ = try? await navigation.settleEffects() }
             // A 201 means the session is durable: it is written with its first snapshot first.
             if let journal = persistence.journal(for: hosted.id, epoch: hosted.epoch) {
                 let first = await navigation.makeDurable(journal: journal)

@@ -1,6 +1,7 @@
 import Features
 import Foundation
 @testable import NavigationCore
+import Synchronization
 import Testing
 import TestSupport
 
@@ -226,6 +227,50 @@ import TestSupport
         try await gallery.sync()
     }
 
+    /// A deep link sets state and starts no work (rule 7): a loading flag it raises settles as a
+    /// cancelled fetch leaves it, and an alert it shows with a deadline gets its timer, as after a
+    /// restart; an alert without one is the user's to dismiss.
+    @Test func aDeepLinkSettlesWhatItSaysIsUnderWay() async throws {
+        var counter = try await Harness("counter")
+        let linked = try await counter.session.replaceState(json(#"{"count":3,"factIsLoading":true}"#))
+        #expect(linked.version == 2, "the replacement, then the settling, each a batch")
+        #expect(linked.events.last?.data == json(#"{"feature":"root","changes":{"factIsLoading":false}}"#))
+        #expect(await counter.state()["factIsLoading"] == false)
+        try await counter.sync()
+
+        let now = Mutex(1_000.0)
+        var gallery = try await Harness("gallery", dependencies: FeatureDependencies(
+            factClient: InstantFacts(), alertDismissDelay: .seconds(10), wallClock: { now.withLock { $0 } }))
+        _ = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":1,"dismissesAt":1000.3}}"#))
+        #expect(await gallery.presentation("timedAlert") != nil)
+        let started = ContinuousClock.now
+        while await gallery.presentation("timedAlert") != nil && ContinuousClock.now - started < .seconds(5) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(await gallery.presentation("timedAlert") == nil, "dismissed after the time the link gave it, not the whole 10 s")
+        try await gallery.sync()
+
+        let before = await gallery.session.describe().version
+        let untimed = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":2}}"#))
+        #expect(untimed.version == before + 1, "nothing to settle: no batch of its own")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await gallery.presentation("timedAlert") != nil)
+        try await gallery.sync()
+    }
+
+    /// While an effect runs, a raised flag may be its work: a deep link then leaves it up, and
+    /// the effect lowers it when it ends.
+    @Test func aDeepLinkLeavesAFlagUpWhileAnEffectRuns() async throws {
+        var counter = try await Harness("counter", dependencies: Harness.dependencies(facts: SlowFacts()))
+        let fetching = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        let linked = try await counter.session.replaceState(json(#"{"count":5,"factIsLoading":true}"#))
+        #expect(linked.events.count == 1)
+        #expect(await counter.state()["factIsLoading"] == true)
+        _ = await counter.session.waitForEffects(of: fetching, timeout: .seconds(5))
+        #expect(await counter.state()["factIsLoading"] == false)
+        try await counter.sync()
+    }
+
     @Test func badActionsAndBindingsAreTypedErrorsThatChangeNothing() async throws {
         let wifi = try await Harness("wifi")
         let before = await wifi.session.describe()
@@ -252,5 +297,13 @@ import TestSupport
         let after = await wifi.session.describe()
         #expect(after.version == before.version)
         #expect(after.state == before.state)
+    }
+}
+
+/// A fact service that answers after a while, so a fetch is still running when a test acts.
+private struct SlowFacts: FactClient {
+    func fact(about number: Int) async throws(FactError) -> String {
+        try? await Task.sleep(for: .milliseconds(300))
+        return "\(number) took a while."
     }
 }

@@ -50,6 +50,31 @@ import TestSupport
         await server.stop()
     }
 
+    /// A session created with a state settles what the state says is under way, as a restart
+    /// would: a loading flag nothing runs goes down before the 201, and an alert whose deadline
+    /// has passed is dismissed by the server without waiting for a restart.
+    @Test func aDeepLinkedSessionSettlesWhatItsStateSaysIsUnderWay() async throws {
+        let server = try await TestServer()
+        let client = try server.client()
+        let counter = try await client.request("POST", "/sessions", json: #"{"feature":"counter","state":{"count":2,"factIsLoading":true}}"#)
+        #expect(counter.status == 201)
+        #expect(counter.json["state"]?["factIsLoading"] == false)
+        #expect(counter.json["state"]?["count"] == 2)
+
+        let gallery = try await client.request("POST", "/sessions", json: #"{"feature":"gallery","state":{"timedAlert":{"id":1,"dismissesAt":1}}}"#)
+        #expect(gallery.status == 201)
+        let id = try #require(gallery.json["id"]?.stringValue)
+        let token = try #require(gallery.json["token"]?.stringValue)
+        var dismissed = false
+        for _ in 0..<250 where !dismissed {
+            let read = try await client.get("/sessions/\(id)", token: token)
+            dismissed = read.json["state"]?["timedAlert"] == .null && read.json["navigation"]?["presentations"]?.arrayValue?.isEmpty == true
+            if !dismissed { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(dismissed, "the past-due alert is dismissed in the running process")
+        await server.stop()
+    }
+
     @Test func createRejectsBadRequests() async throws {
         let server = try await TestServer()
         let client = try server.client()

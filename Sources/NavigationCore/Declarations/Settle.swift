@@ -1,5 +1,6 @@
 /// What a session restored after a restart does about the effects that were running: they did
-/// not survive the process. It runs on every feature on screen.
+/// not survive the process. It runs on every feature on screen, and after a deep link too, whose
+/// state may say work is under way that nothing runs.
 ///
 /// Work that is over leaves its state as a cancellation would (``lowering(_:)`` a loading flag);
 /// work that must go on returns the effect that continues it (a timer re-armed with the time it

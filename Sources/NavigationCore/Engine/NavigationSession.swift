@@ -280,10 +280,11 @@ public actor NavigationSession {
         }
     }
 
-    /// A deep link into the running session: replaces the state. Models already on screen are
-    /// updated in place, so only the difference is emitted.
     /// After a restore: the effects that were running died with the process, so each feature on
     /// screen settles as if they had been cancelled. Emits (and makes durable) whatever changed.
+    /// A session created with a state settles the same way: a deep link sets state and starts no
+    /// work, so what it says is under way (a loading flag, an alert's timer) settles as after a
+    /// restart, and the session behaves alike before and after one.
     public func settleEffects() throws(NavigationError) -> Outcome {
         var continued: [Effect] = []
         let outcome = try transaction(ifMatch: nil) { reconciler in
@@ -294,10 +295,15 @@ public actor NavigationSession {
         return outcome
     }
 
-    /// A deep link into the running session: replaces the root's state; only the difference is emitted (rule 7).
+    /// A deep link into the running session: replaces the root's state; only the difference is
+    /// emitted (rule 7). Models already on screen are updated in place.
+    ///
+    /// Then the features on screen settle (`settleEffects`), in a batch of their own, as a new
+    /// session created with the same state does: unless an effect of the session is running, whose
+    /// work a raised flag may be.
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
         try measure(state, at: JSONPath("state"))
-        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        let replaced = try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
             let root = reconciler.root.feature
             do throws(StateError) {
                 try root.validateState(state)
@@ -307,6 +313,9 @@ public actor NavigationSession {
             }
             return nil
         }
+        guard unfinishedEffects.isEmpty, let settled = try? settleEffects(), !settled.events.isEmpty else { return replaced }
+        return Outcome(version: settled.version, events: replaced.events + settled.events, effect: nil,
+                       sequenceBefore: replaced.sequenceBefore, through: settled.through, rollbacks: settled.rollbacks)
     }
 
     /// Waits (at most `timeout`) for the effects a request started, then returns every event
