@@ -99,6 +99,14 @@ import TestSupport
         await #expect(throws: NavigationError.invalidArgument(StateError(JSONPath("value").appending("counter").appending("count"), "expected an integer, found string"))) {
             try await app.session.push(from: "root", value: json(#"{"counter":{"count":"seven"}}"#))
         }
+        // Two cases at once is a malformed value, refused as a deep link would refuse it, not
+        // taken for a case no stack accepts.
+        await #expect {
+            try await app.session.push(from: "root", value: json(#"{"counter":{},"settings":{}}"#))
+        } throws: { error in
+            guard case NavigationError.invalidArgument(let refusal) = error else { return false }
+            return refusal.path == JSONPath("value") && refusal.description.contains("exactly one of the keys")
+        }
         #expect(await app.session.describe().state == before.state)
 
         // A counter hosted alone has no stack around it.

@@ -53,8 +53,9 @@ public struct StackSlot<Owner>: Sendable {
                 }
             },
             push: { owner, value, path throws(StateError) in
-                guard case .object(let object) = value, object.count == 1,
-                      let key = object.keys.first, cases.contains(key) else { return false }
+                // A value naming a case of this stack is this stack's to refuse, with the reason
+                // a deep link gets (two cases at once, a field of the wrong type).
+                guard case .object(let object) = value, object.keys.contains(where: cases.contains) else { return false }
                 let element = try codec.decode(value, path, nil)
                 edit(&owner) { $0.append(element) }
                 return true
