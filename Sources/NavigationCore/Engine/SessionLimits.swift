@@ -21,7 +21,8 @@ public struct SessionLimits: Sendable, Equatable {
     /// the state, a few levels per feature; this bound keeps them readable again, by navd after
     /// a restart and by clients. Growth is checked where a feature gains a child, one level at
     /// a time, as actions grow a tree: a feature whose own code builds a deep subtree in one step
-    /// is bounded by `maxNodes` alone.
+    /// must bound it itself (it can pass this limit unrefused, and thousands of levels exhaust a
+    /// thread's stack in the models' own recursion).
     public var maxDepth: Int
 
     /// Limits with navd's defaults unless given.
