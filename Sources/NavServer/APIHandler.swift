@@ -291,9 +291,6 @@ final class APIHandler: HTTPHandler {
         let deepLinked = state != nil
         Task(executorPreference: answer.executor) { [self] in
             await attachEvents(hosted)
-            // A deep link starts no work: what its state says is under way settles, before the
-            // first snapshot, as it would after a restart.
-            if deepLinked { _ = try? await navigation.settleEffects() }
             // A 201 means the session is durable: it is written with its first snapshot first.
             if let journal = persistence.journal(for: hosted.id, epoch: hosted.epoch) {
                 let first = await navigation.makeDurable(journal: journal)
@@ -303,6 +300,12 @@ final class APIHandler: HTTPHandler {
                     return answer.fail(APIError(.storageUnavailable))
                 }
                 hosted.markStored()
+            }
+            // A deep link starts no work: what its state says is under way settles, as after a
+            // restart, and is durable before the 201. Not before the session's own record: an
+            // effect it starts may write, and a write of a session the store lacks is dropped.
+            if deepLinked, let settled = try? await navigation.settleEffects() {
+                _ = try? await navigation.durable(settled)
             }
             let (version, state, tree) = await navigation.describe()
             let body = JSON.object(JSONObject([

@@ -1,6 +1,7 @@
 import Foundation
 @testable import NavServer
 import NavigationCore
+import SQLiteStorage
 import Testing
 import TestSupport
 
@@ -73,6 +74,30 @@ import TestSupport
         }
         #expect(dismissed, "the past-due alert is dismissed in the running process")
         await server.stop()
+    }
+
+    /// What a deep link settled is durable with the 201: a restart finds the session as answered.
+    @Test func whatADeepLinkSettledSurvivesARestart() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-settle-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let retention = SQLiteSessionStore.EventRetention(count: 1024, bytes: 1 << 20)
+        let store = try SQLiteSessionStore(directory: directory, retention: retention)
+        let server = try await TestServer(storage: store)
+        let created = try await server.client().request("POST", "/sessions", json: #"{"feature":"counter","state":{"count":4,"factIsLoading":true}}"#)
+        #expect(created.status == 201)
+        #expect(created.json["state"]?["factIsLoading"] == false)
+        let id = try #require(created.json["id"]?.stringValue)
+        let token = try #require(created.json["token"]?.stringValue)
+        await server.stop()
+        store.close()
+
+        let reopened = try SQLiteSessionStore(directory: directory, retention: retention)
+        let restarted = try await TestServer(storage: reopened)
+        let after = try await restarted.client().get("/sessions/\(id)", token: token)
+        #expect(after.json["version"] == created.json["version"])
+        #expect(after.json["state"] == created.json["state"])
+        await restarted.stop()
+        reopened.close()
     }
 
     @Test func createRejectsBadRequests() async throws {
