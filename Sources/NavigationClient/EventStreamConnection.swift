@@ -14,13 +14,17 @@ enum EventStreamConnection {
         /// The server's `retry:` advice, in milliseconds.
         case retry(Int)
         case event(ServerSentEvent)
+        /// An event over `maxEventBytes` was dropped whole: this stream cannot be followed.
+        case oversized(limit: Int)
     }
 
     /// Opens `url`. `idleTimeout` bounds the silence between bytes: navd sends a comment at
-    /// least every 15 s, so a longer silence means the connection is gone.
-    static func open(_ url: URL, idleTimeout: TimeInterval, configuration: URLSessionConfiguration = .ephemeral) -> AsyncThrowingStream<Item, any Error> {
+    /// least every 15 s, so a longer silence means the connection is gone. `maxEventBytes`
+    /// bounds one event (`ServerSentEventParser.maxEventBytes`).
+    static func open(_ url: URL, idleTimeout: TimeInterval, maxEventBytes: Int,
+                     configuration: URLSessionConfiguration = .ephemeral) -> AsyncThrowingStream<Item, any Error> {
         AsyncThrowingStream(bufferingPolicy: .unbounded) { continuation in
-            let delegate = StreamDelegate(continuation: continuation)
+            let delegate = StreamDelegate(continuation: continuation, maxEventBytes: maxEventBytes)
             let configuration = configuration.copy() as? URLSessionConfiguration ?? .ephemeral
             configuration.timeoutIntervalForRequest = idleTimeout
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
@@ -50,8 +54,9 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
     private let continuation: AsyncThrowingStream<EventStreamConnection.Item, any Error>.Continuation
     private let state = Mutex(State())
 
-    init(continuation: AsyncThrowingStream<EventStreamConnection.Item, any Error>.Continuation) {
+    init(continuation: AsyncThrowingStream<EventStreamConnection.Item, any Error>.Continuation, maxEventBytes: Int) {
         self.continuation = continuation
+        state.withLock { $0.parser.maxEventBytes = maxEventBytes }
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
@@ -75,6 +80,7 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
                 items.append(.retry(retry))
             }
             items += events.map(EventStreamConnection.Item.event)
+            if state.parser.oversizedEvents > 0 { items.append(.oversized(limit: state.parser.maxEventBytes)) }
             return items
         }
         for item in items { continuation.yield(item) }

@@ -29,7 +29,8 @@ public final class NavigationMirror {
     /// Where the event stream stands; a UI may show it.
     public private(set) var connection: ConnectionState = .connecting
     /// Why the mirror ended: `end`'s reason (`deleted`, `expired`, `shutdown`), `unauthorized`,
-    /// `gone` or `stopped`.
+    /// `gone`, `stopped`, or `eventTooLarge` (an event over `maxEventBytes`, which every
+    /// reconnection would meet again).
     public private(set) var endReason: String?
     /// The id of the last event applied; a reconnection resumes after it.
     public private(set) var lastEventID: Int?
@@ -53,6 +54,7 @@ public final class NavigationMirror {
     public let session: SessionClient
     private let retry: RetryPolicy
     private let idleTimeout: TimeInterval
+    private let maxEventBytes: Int
     @ObservationIgnored private var task: Task<Void, Never>?
     @ObservationIgnored private var serverRetry: Duration?
     /// Called after each applied event with its id (tests and logs; the tree is what a UI reads).
@@ -60,10 +62,13 @@ public final class NavigationMirror {
 
     /// - Parameter idleTimeout: seconds without a byte (navd sends a comment every 15 s) after which
     /// the stream counts as broken and is reopened.
-    public init(session: SessionClient, retry: RetryPolicy = RetryPolicy(), idleTimeout: TimeInterval = 45) {
+    /// - Parameter maxEventBytes: the largest event taken, a snapshot of the whole tree included.
+    public init(session: SessionClient, retry: RetryPolicy = RetryPolicy(), idleTimeout: TimeInterval = 45,
+                maxEventBytes: Int = 64 << 20) {
         self.session = session
         self.retry = retry
         self.idleTimeout = idleTimeout
+        self.maxEventBytes = maxEventBytes
     }
 
     /// Starts following the session. The stream holds the mirror until `stop()` or the
@@ -88,7 +93,8 @@ public final class NavigationMirror {
                     if error.status == 401 || error.status == 404 { return finish(error.status == 404 ? "gone" : "unauthorized") }
                     throw error
                 }
-                let stream = EventStreamConnection.open(try streamURL(ticket: ticket), idleTimeout: idleTimeout)
+                let stream = EventStreamConnection.open(try streamURL(ticket: ticket), idleTimeout: idleTimeout,
+                                                        maxEventBytes: maxEventBytes)
                 for try await item in stream {
                     switch item {
                     case .open:
@@ -98,6 +104,8 @@ public final class NavigationMirror {
                     case .event(let event):
                         try receive(event)
                         attempt = 0
+                    case .oversized:
+                        return finish("eventTooLarge")
                     }
                     if connection == .ended { return }
                 }

@@ -16,19 +16,32 @@ public struct ServerSentEvent: Sendable, Hashable {
 }
 
 /// The text/event-stream format (WHATWG HTML, "Server-sent events"), fed bytes as they come:
-/// lines end in LF, CRLF or CR; `:` starts a comment; a blank line dispatches the event.
+/// a leading byte order mark is skipped; lines end in LF, CRLF or CR; `:` starts a comment; a
+/// blank line dispatches the event.
 public struct ServerSentEventParser: Sendable {
     /// The last `id:` seen, which a reconnection sends as `Last-Event-ID`.
     public private(set) var lastEventID: String?
     /// The last valid `retry:` in milliseconds.
     public private(set) var retry: Int?
+    /// Events dropped whole for being over `maxEventBytes`. Never delivered in part: a cut
+    /// snapshot would decode as garbage, or worse, as a smaller tree.
+    public private(set) var oversizedEvents = 0
     private var line: [UInt8] = []
     private var afterCR = false
+    /// Bytes of a byte order mark matched at the start of the stream; nil once past it.
+    private var byteOrderMark: Int? = 0
     private var type = ""
     private var data: [String] = []
+    private var dataBytes = 0
     private var hasData = false
-    /// A line longer than this is dropped: a hostile stream cannot grow memory without bound.
-    public var maxLineBytes = 1 << 20
+    /// The event being read went over `maxEventBytes`: the rest of it is skipped.
+    private var oversized = false
+    /// The most an event's lines may hold, so a hostile stream cannot grow memory without
+    /// bound. navd's largest event is a snapshot of a whole tree, which session limits keep far
+    /// below this.
+    public var maxEventBytes = 64 << 20
+
+    private static let byteOrderMarkBytes: [UInt8] = [0xEF, 0xBB, 0xBF]
 
     /// A parser at the start of a stream.
     public init() {}
@@ -37,26 +50,51 @@ public struct ServerSentEventParser: Sendable {
     public mutating func feed(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
         for byte in bytes {
-            if afterCR {
-                afterCR = false
-                if byte == 0x0A { continue }
+            if let matched = byteOrderMark {
+                if byte == Self.byteOrderMarkBytes[matched] {
+                    byteOrderMark = matched + 1 == Self.byteOrderMarkBytes.count ? nil : matched + 1
+                    continue
+                }
+                // Not a mark after all: what looked like its start is the stream's first bytes.
+                byteOrderMark = nil
+                for earlier in Self.byteOrderMarkBytes[..<matched] { take(earlier, into: &events) }
             }
-            switch byte {
-            case 0x0D: afterCR = true; if let event = endLine() { events.append(event) }
-            case 0x0A: if let event = endLine() { events.append(event) }
-            default: if line.count < maxLineBytes { line.append(byte) }
-            }
+            take(byte, into: &events)
         }
         return events
     }
 
+    private mutating func take(_ byte: UInt8, into events: inout [ServerSentEvent]) {
+        if afterCR {
+            afterCR = false
+            if byte == 0x0A { return }
+        }
+        switch byte {
+        case 0x0D: afterCR = true; if let event = endLine() { events.append(event) }
+        case 0x0A: if let event = endLine() { events.append(event) }
+        default:
+            guard !oversized else { return }
+            if line.count + dataBytes < maxEventBytes {
+                line.append(byte)
+            } else {
+                oversized = true
+                line.removeAll()
+            }
+        }
+    }
+
     private mutating func endLine() -> ServerSentEvent? {
-        defer { line.removeAll(keepingCapacity: true) }
+        defer { line.removeAll(keepingCapacity: line.capacity <= 64 << 10) }
         if line.isEmpty {
-            defer { type = ""; data = []; hasData = false }
+            defer { type = ""; data = []; dataBytes = 0; hasData = false; oversized = false }
+            if oversized {
+                oversizedEvents += 1
+                return nil
+            }
             guard hasData else { return nil }
             return ServerSentEvent(id: lastEventID, type: type.isEmpty ? "message" : type, data: data.joined(separator: "\n"))
         }
+        if oversized { return nil }
         if line.first == UInt8(ascii: ":") { return nil }
         let text = String(decoding: line, as: UTF8.self)
         let field: Substring
@@ -71,9 +109,9 @@ public struct ServerSentEventParser: Sendable {
         }
         switch field {
         case "event": type = String(value)
-        case "data": data.append(String(value)); hasData = true
+        case "data": data.append(String(value)); dataBytes += value.utf8.count + 1; hasData = true
         case "id": if !value.contains("\0") { lastEventID = String(value) }
-        case "retry": if let milliseconds = Int(value), milliseconds >= 0 { retry = milliseconds }
+        case "retry": if !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let milliseconds = Int(value) { retry = milliseconds }
         default: break
         }
         return nil

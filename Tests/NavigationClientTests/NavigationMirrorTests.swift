@@ -106,6 +106,30 @@ import Testing
         await navd.stop()
     }
 
+    /// A snapshot over a megabyte (a state any client can build) is followed whole; one over
+    /// the mirror's own limit ends it with a reason, rather than reconnecting for ever.
+    @Test func aLargeSnapshotIsTakenWholeAndOneOverTheLimitEndsTheMirror() async throws {
+        let navd = try await LoopbackNavd()
+        let created = try await navd.client.createSession(feature: "app")
+        let session = navd.client.session(id: created.id, token: created.token)
+        let text = String(repeating: "x", count: 60_000)
+        for _ in 0..<20 {
+            _ = try await session.push(.object(["counter": .object(["destination": .object(["fact": .object(["value": .string(text)])])])]))
+        }
+        let mirror = NavigationMirror(session: session)
+        mirror.start()
+        let expected = try await settled(mirror)
+        #expect(expected.stacks.first?.elements.count == 20)
+        mirror.stop()
+
+        let small = NavigationMirror(session: session, maxEventBytes: 64 << 10)
+        small.start()
+        try await until("the mirror to end") { small.connection == .ended }
+        #expect(small.endReason == "eventTooLarge")
+        #expect(small.tree == nil)
+        await navd.stop()
+    }
+
     @Test func deletingTheSessionEndsTheMirror() async throws {
         let navd = try await LoopbackNavd()
         let created = try await navd.client.createSession(feature: "counter")
