@@ -12,7 +12,7 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 // As a browser loads it: one ES module from one file, whatever package.json says.
 const source = readFileSync(`${here}/../../Sources/WebClient/Resources/navd-client.js`, "utf8");
 const client = await import(`data:text/javascript;base64,${Buffer.from(source).toString("base64")}`);
-const { NavigationMirror, MirrorError, NavdError, connect, createSession } = client;
+const { NavigationMirror, MirrorError, NavdError, NAVD_RETRY_MS, connect, createSession } = client;
 
 const fixtures = readdirSync(`${here}/fixtures`)
   .filter((name) => name.endsWith(".json"))
@@ -176,6 +176,23 @@ test("an event out of step starts over from a fresh snapshot", async () => {
   assert.equal(FakeEventSource.opened[1].url, "http://navd.test/sessions/s1/events?ticket=ticket2", "no lastEventId: a snapshot");
   session.close();
   assert.equal(session.connection, "ended");
+});
+
+test("by default a broken stream waits navd's retry: advice before it reconnects", async () => {
+  FakeEventSource.opened = [];
+  const counter = fixtures.find((f) => f.name === "counter.json");
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fakeFetch().fetcher, EventSource: FakeEventSource });
+  await until(() => FakeEventSource.opened.length === 1);
+  FakeEventSource.opened[0].open();
+  FakeEventSource.opened[0].send(counter.events[0]);
+  FakeEventSource.opened[0].fail();
+  assert.equal(session.connection, "reconnecting");
+  assert.ok(session.timer !== null);
+  // With jitter the first wait is 3 s × 0.75 at least; a second later nothing has reopened.
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  assert.equal(FakeEventSource.opened.length, 1, "reconnected before navd's retry: 3000");
+  assert.equal(NAVD_RETRY_MS, 3000);
+  session.close();
 });
 
 test("a session that is gone ends the connection; a server that is down is retried", async () => {

@@ -12,6 +12,9 @@
 // ticket from POST /sessions/{id}/stream-tickets, and resumes with ?lastEventId= so nothing is
 // missed or applied twice.
 
+/** What navd's streams advise (`retry: 3000`): a client waits at least this before reconnecting. */
+export const NAVD_RETRY_MS = 3000;
+
 /** The event types of API.md, in the order a client must handle them. */
 export const EVENT_TYPES = ["snapshot", "present", "dismiss", "push", "pop", "state", "end"];
 
@@ -178,7 +181,9 @@ export async function features(baseURL, { fetch: fetcher = globalThis.fetch } = 
  * `version`, and calls every subscriber (and `onChange`) after each change.
  *
  * options: `onChange(change, session)`; `retry` `{initial, max}` in ms (back-off doubles from
- * `initial`, with jitter, up to `max`); `fetch` and `EventSource` to use instead of the globals.
+ * `initial`, with jitter, up to `max`; `initial` is navd's own `retry:` advice, 3 s, by default,
+ * since EventSource does not show it to scripts); `fetch` and `EventSource` to use instead of
+ * the globals.
  */
 export function connect(baseURL, { id, token, onChange, retry = {}, fetch: fetcher, EventSource: Source } = {}) {
   return new Session(baseURL, id, token, { onChange, retry, fetcher, Source });
@@ -196,7 +201,7 @@ export class Session {
     this.version = null;
     this.attempt = 0;
     this.listeners = new Set(onChange ? [onChange] : []);
-    this.retry = { initial: retry.initial ?? 500, max: retry.max ?? 10000 };
+    this.retry = { initial: retry.initial ?? NAVD_RETRY_MS, max: retry.max ?? 30000 };
     this.fetcher = fetcher ?? globalThis.fetch.bind(globalThis);
     this.Source = Source ?? globalThis.EventSource;
     this.source = null;
