@@ -418,7 +418,9 @@ final class APIHandler: HTTPHandler {
             case .push(let target, let value):
                 try session.push(from: target, value: value, ifMatch: ifMatch)
             case .state(let state):
-                try session.replaceState(state, ifMatch: ifMatch)
+                // A deep link starts no work: what its state says is under way settles, as after
+                // creation with a state and after a restart, and the answer says both.
+                try session.replaceState(state, ifMatch: ifMatch).followed(by: try? session.settleEffects())
             }
         }
     }

@@ -235,13 +235,15 @@ import TestSupport
         try await gallery.sync()
     }
 
-    /// A deep link sets state and starts no work (rule 7): a loading flag it raises settles as a
-    /// cancelled fetch leaves it, and an alert it shows with a deadline gets its timer, as after a
-    /// restart; an alert without one is the user's to dismiss.
+    /// A deep link sets state and starts no work (rule 7): settled as navd settles it, a loading
+    /// flag it raises goes down as a cancelled fetch leaves it, and an alert it shows with a
+    /// deadline gets its timer, as after a restart; an alert without one is the user's to dismiss.
     @Test func aDeepLinkSettlesWhatItSaysIsUnderWay() async throws {
         var counter = try await Harness("counter")
-        let linked = try await counter.session.replaceState(json(#"{"count":3,"factIsLoading":true}"#))
+        let replaced = try await counter.session.replaceState(json(#"{"count":3,"factIsLoading":true}"#))
+        let linked = replaced.followed(by: try await counter.session.settleEffects())
         #expect(linked.version == 2, "the replacement, then the settling, each a batch")
+        #expect(linked.events.first?.data == json(#"{"feature":"root","changes":{"count":3,"factIsLoading":true}}"#))
         #expect(linked.events.last?.data == json(#"{"feature":"root","changes":{"factIsLoading":false}}"#))
         #expect(await counter.state()["factIsLoading"] == false)
         try await counter.sync()
@@ -250,6 +252,7 @@ import TestSupport
         var gallery = try await Harness("gallery", dependencies: FeatureDependencies(
             factClient: InstantFacts(), alertDismissDelay: .seconds(10), wallClock: { now.withLock { $0 } }))
         _ = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":1,"dismissesAt":1000.3}}"#))
+        #expect(try await gallery.session.settleEffects().events.isEmpty, "the alert stays up until its timer fires")
         #expect(await gallery.presentation("timedAlert") != nil)
         let started = ContinuousClock.now
         while await gallery.presentation("timedAlert") != nil && ContinuousClock.now - started < .seconds(5) {
@@ -260,6 +263,7 @@ import TestSupport
 
         let before = await gallery.session.describe().version
         let untimed = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":2}}"#))
+            .followed(by: try await gallery.session.settleEffects())
         #expect(untimed.version == before + 1, "nothing to settle: no batch of its own")
         try await Task.sleep(for: .milliseconds(300))
         #expect(await gallery.presentation("timedAlert") != nil)
@@ -271,8 +275,8 @@ import TestSupport
     @Test func aDeepLinkLeavesAFlagUpWhileAnEffectRuns() async throws {
         var counter = try await Harness("counter", dependencies: Harness.dependencies(facts: SlowFacts()))
         let fetching = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
-        let linked = try await counter.session.replaceState(json(#"{"count":5,"factIsLoading":true}"#))
-        #expect(linked.events.count == 1)
+        _ = try await counter.session.replaceState(json(#"{"count":5,"factIsLoading":true}"#))
+        #expect(try await counter.session.settleEffects().events.isEmpty)
         #expect(await counter.state()["factIsLoading"] == true)
         _ = await counter.session.waitForEffects(of: fetching, timeout: .seconds(5))
         #expect(await counter.state()["factIsLoading"] == false)

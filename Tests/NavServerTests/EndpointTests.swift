@@ -73,6 +73,18 @@ import TestSupport
             if !dismissed { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(dismissed, "the past-due alert is dismissed in the running process")
+
+        // PUT state settles the same way, and its answer carries both batches.
+        let counterID = try #require(counter.json["id"]?.stringValue)
+        let counterToken = try #require(counter.json["token"]?.stringValue)
+        let before = try #require(counter.json["version"]?.intValue)
+        let put = try await client.request("PUT", "/sessions/\(counterID)/state", token: counterToken,
+                                           json: #"{"state":{"count":9,"factIsLoading":true}}"#)
+        #expect(put.status == 200)
+        #expect(put.json["version"]?.intValue == before + 2)
+        #expect(put.json["events"]?.arrayValue?.last?["data"] == json(#"{"feature":"root","changes":{"factIsLoading":false}}"#))
+        let read = try await client.get("/sessions/\(counterID)", token: counterToken)
+        #expect(read.json["state"]?["factIsLoading"] == false && read.json["state"]?["count"] == 9)
         await server.stop()
     }
 

@@ -47,9 +47,9 @@ public struct FeatureCatalog: Sendable {
     }
 
     /// A new session, optionally deep-linked by a full or partial initial state, running on
-    /// `executor` (a serial queue of its own by default). A deep-linked session is settled once it
-    /// is hosted (`NavigationSession.settleEffects()`), as navd does: its state may say work is
-    /// under way that nothing runs.
+    /// `executor` (a serial queue of its own by default). navd settles a deep-linked session once
+    /// it is hosted, and after each `replaceState` (`NavigationSession.settleEffects()`): its
+    /// state may say work is under way that nothing runs.
     public func makeSession(feature: String, state: JSON?, limits: SessionLimits = SessionLimits(),
                             executor: any SessionExecutor = SerialQueueExecutor()) throws(NavigationError) -> NavigationSession {
         guard let host = hosts.first(where: { $0.name == feature }) else { throw .unknownFeature(feature) }

@@ -115,6 +115,14 @@ public actor NavigationSession {
         let through: Int
         /// The session's rollbacks when it was made: one since means it was undone.
         var rollbacks = 0
+
+        /// This request's outcome and the one of `later`, made right after it in the same turn
+        /// (a deep link, then its settling), answered as one; itself when there is no `later`.
+        public func followed(by later: Outcome?) -> Outcome {
+            guard let later else { return self }
+            return Outcome(version: later.version, events: events + later.events, effect: effect, sequenceBefore: sequenceBefore,
+                           through: max(through, later.through), rollbacks: later.rollbacks)
+        }
     }
 
     /// How a new subscriber starts: the events it missed, or a snapshot of the whole tree.
@@ -282,10 +290,15 @@ public actor NavigationSession {
 
     /// After a restore: the effects that were running died with the process, so each feature on
     /// screen settles as if they had been cancelled. Emits (and makes durable) whatever changed.
-    /// A session created with a state settles the same way: a deep link sets state and starts no
-    /// work, so what it says is under way (a loading flag, an alert's timer) settles as after a
-    /// restart, and the session behaves alike before and after one.
+    /// A deep link (a session created with a state, a `replaceState`) settles the same way: it
+    /// sets state and starts no work, so what it says is under way (a loading flag, an alert's
+    /// timer) settles as after a restart, and the session behaves alike before and after one.
+    /// Not while an effect of the session runs: a raised flag may then be its work.
     public func settleEffects() throws(NavigationError) -> Outcome {
+        guard unfinishedEffects.isEmpty else {
+            return Outcome(version: version, events: [], effect: nil, sequenceBefore: lastSequence, through: lastSequence,
+                           rollbacks: rollbacks)
+        }
         var continued: [Effect] = []
         let outcome = try transaction(ifMatch: nil) { reconciler in
             continued = reconciler.features.compactMap { $0.settle() }
@@ -297,13 +310,9 @@ public actor NavigationSession {
 
     /// A deep link into the running session: replaces the root's state; only the difference is
     /// emitted (rule 7). Models already on screen are updated in place.
-    ///
-    /// Then the features on screen settle (`settleEffects`), in a batch of their own, as a new
-    /// session created with the same state does: unless an effect of the session is running, whose
-    /// work a raised flag may be.
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
         try measure(state, at: JSONPath("state"))
-        let replaced = try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
             let root = reconciler.root.feature
             do throws(StateError) {
                 try root.validateState(state)
@@ -313,9 +322,6 @@ public actor NavigationSession {
             }
             return nil
         }
-        guard unfinishedEffects.isEmpty, let settled = try? settleEffects(), !settled.events.isEmpty else { return replaced }
-        return Outcome(version: settled.version, events: replaced.events + settled.events, effect: nil,
-                       sequenceBefore: replaced.sequenceBefore, through: settled.through, rollbacks: settled.rollbacks)
     }
 
     /// Waits (at most `timeout`) for the effects a request started, then returns every event
