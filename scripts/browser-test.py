@@ -425,6 +425,23 @@ def dropped_connection(tab, sid, token):
     tab.type_into(f'[data-key="bind-{editor}-text"]', "typed after a restart")
     after = tab.in_step(sid, token, "a binding after the restart")
     assert presented(after, lambda n: n["feature"] == "textEditor")[0]["state"]["text"] == "typed after a restart"
+    # Typing in the middle: each echo redraws the page, and the caret must stay where it was.
+    field = f'document.querySelector({json.dumps(f"[data-key=bind-{editor}-text]")})'
+    tab.js(f"{field}.setSelectionRange(5, 5)")
+    for letter in "XY":
+        tab.send("Input.insertText", text=letter)
+        tab.in_step(sid, token, f"typed {letter} in the middle")
+    middle = api("GET", f"/sessions/{sid}/navigation", token=token)
+    text = presented(middle, lambda n: n["feature"] == "textEditor")[0]["state"]["text"]
+    assert text == "typedXY after a restart", f"the caret moved on a redraw: {text!r}"
+    # An action's argument typed but not sent is the user's draft: a redraw keeps it.
+    draft = '[data-key="action-root-itemButtonTapped-style"]'
+    tab.type_into(draft, "sheet")
+    tab.js(f"{field}.focus(); {field}.setSelectionRange(0, 0)")
+    tab.send("Input.insertText", text="Z")
+    tab.in_step(sid, token, "typed while a draft waits")
+    kept = tab.js(f"document.querySelector({json.dumps(draft)}).value")
+    assert kept == "sheet", f"a redraw erased an argument being typed: {kept!r}"
     ids = tab.js("[...document.querySelectorAll('#log li[data-type]')].map((li) => Number(li.querySelector('b').textContent.split(' ')[0]))")
     assert ids == sorted(set(ids), reverse=True), f"an event was shown twice or out of order: {ids}"
     tab.screenshot("resumed")

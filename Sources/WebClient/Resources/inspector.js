@@ -121,7 +121,10 @@ function draw() {
   indicator.textContent = session ? LABELS[connection] + (connection === "ended" && session.endReason ? ` (${session.endReason})` : "") : "not connected";
   $("#end").disabled = !session || connection === "ended";
   const focused = document.activeElement?.dataset?.key;
-  const typed = document.activeElement?.matches?.("input[type=text], textarea") ? document.activeElement.value : null;
+  const field = document.activeElement?.matches?.("input[type=text], textarea") ? document.activeElement : null;
+  const typed = field ? { value: field.value, start: field.selectionStart, end: field.selectionEnd, direction: field.selectionDirection } : null;
+  // An action's argument fields hold the user's draft, which no state holds: kept across redraws.
+  const drafts = new Map([...phone.querySelectorAll('form.action input[type=text]')].filter((input) => input.value).map((input) => [input.dataset.key, input.value]));
   const tree = session?.tree;
   if (!tree) {
     phone.replaceChildren(h("p", { class: "muted empty" }, session ? "waiting for the first snapshot…" : "Start or open a session."));
@@ -134,9 +137,17 @@ function draw() {
   phone.replaceChildren(column, ...overlays);
   placePopovers();
   if (column.lastElementChild.dataset.nodeId !== top) phone.scrollTop = phone.scrollHeight;
+  for (const [key, value] of drafts) {
+    const input = phone.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    if (input) input.value = value;
+  }
   const again = focused && phone.querySelector(`[data-key="${CSS.escape(focused)}"]`);
   if (again) {
-    if (typed !== null) again.value = typed;
+    if (typed !== null) {
+      // The caret too: a field drawn anew would put it at the end, and the next key there.
+      again.value = typed.value;
+      again.setSelectionRange?.(typed.start, typed.end, typed.direction);
+    }
     again.focus();
   } else if (overlays.length && !overlays.at(-1).contains(document.activeElement)) {
     overlays.at(-1).querySelector("button, input, select, textarea")?.focus();
