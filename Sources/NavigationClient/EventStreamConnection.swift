@@ -15,7 +15,7 @@ enum EventStreamConnection {
         case retry(Int)
         case event(ServerSentEvent)
         /// An event over `maxEventBytes` was dropped whole: this stream cannot be followed.
-        case oversized(limit: Int)
+        case oversized
     }
 
     /// Opens `url`. `idleTimeout` bounds the silence between bytes: navd sends a comment at
@@ -80,7 +80,7 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
                 items.append(.retry(retry))
             }
             items += events.map(EventStreamConnection.Item.event)
-            if state.parser.oversizedEvents > 0 { items.append(.oversized(limit: state.parser.maxEventBytes)) }
+            if state.parser.oversizedEvents > 0 { items.append(.oversized) }
             return items
         }
         for item in items { continuation.yield(item) }

@@ -77,8 +77,11 @@ public struct ServerSentEventParser: Sendable {
             if line.count + dataBytes < maxEventBytes {
                 line.append(byte)
             } else {
+                // What was read of it goes at once: nothing of it will be delivered.
                 oversized = true
                 line.removeAll()
+                data = []
+                dataBytes = 0
             }
         }
     }
