@@ -1,6 +1,6 @@
 // navd's JavaScript client: a live mirror of one session's navigation tree, and the session's
 // mutating endpoints. An ES module with no dependencies and no build step; navd serves it as
-// GET /client.js. Runs in browsers, and in Node 20+ given an EventSource implementation.
+// GET /client.js. Runs in browsers and in Node 20+.
 //
 //   import { connect, createSession } from "/client.js";
 //   const { id, token } = await createSession(location.origin, "counter");
@@ -10,10 +10,17 @@
 //
 // The token never appears in a URL: every stream (and every reconnection) opens with a one-time
 // ticket from POST /sessions/{id}/stream-tickets, and resumes with ?lastEventId= so nothing is
-// missed or applied twice.
+// missed or applied twice. The stream is read with fetch rather than EventSource, which hides
+// navd's heartbeat comments: a connection that goes silent is then noticed and replaced.
 
 /** What navd's streams advise (`retry: 3000`): a client waits at least this before reconnecting. */
 export const NAVD_RETRY_MS = 3000;
+
+/** navd sends a comment at least every 15 s; a stream silent for this long is taken as gone. */
+export const NAVD_IDLE_TIMEOUT_MS = 45000;
+
+/** The largest event taken by default, in characters: a whole snapshot must fit. */
+export const MAX_EVENT_LENGTH = 64 * 1024 * 1024;
 
 /** The event types of API.md, in the order a client must handle them. */
 export const EVENT_TYPES = ["snapshot", "present", "dismiss", "push", "pop", "state", "end"];
@@ -164,6 +171,96 @@ export class NavigationMirror {
   }
 }
 
+/** An event of an event stream that is longer than the parser takes. */
+export class EventTooLargeError extends Error {
+  constructor(limit) {
+    super(`an event longer than ${limit} characters`);
+    this.name = "EventTooLargeError";
+  }
+}
+
+/**
+ * Splits decoded event-stream text into events, as the HTML standard's parser does: lines end
+ * with CRLF, LF or CR (a chunk may end between CR and LF), a line starting with ":" is a comment,
+ * `retry:` takes digits only, and an event without data is not dispatched. An event longer than
+ * `maxEventLength` throws `EventTooLargeError` rather than growing without bound.
+ */
+export class EventStreamParser {
+  constructor({ maxEventLength = MAX_EVENT_LENGTH } = {}) {
+    this.maxEventLength = maxEventLength;
+    this.partial = "";
+    this.skipLineFeed = false;
+    this.type = "";
+    this.data = [];
+    this.dataLength = 0;
+    this.lastEventId = "";
+    /** The last `retry:` advice in ms, or null. */
+    this.retry = null;
+  }
+
+  /** Takes the next piece of text; returns the events it completes, `{type, data, lastEventId}`. */
+  push(text) {
+    const events = [];
+    let start = 0;
+    if (this.skipLineFeed && text.startsWith("\n")) start = 1;
+    this.skipLineFeed = false;
+    while (start < text.length) {
+      const lf = text.indexOf("\n", start);
+      const cr = text.indexOf("\r", start);
+      const end = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+      if (end < 0) {
+        this.partial += text.slice(start);
+        this.check();
+        break;
+      }
+      const line = this.partial + text.slice(start, end);
+      this.partial = "";
+      if (text[end] === "\r") {
+        if (end + 1 === text.length) this.skipLineFeed = true;
+        start = text[end + 1] === "\n" ? end + 2 : end + 1;
+      } else {
+        start = end + 1;
+      }
+      const event = this.line(line);
+      if (event) events.push(event);
+    }
+    return events;
+  }
+
+  line(line) {
+    if (line === "") return this.dispatch();
+    if (line.startsWith(":")) return null;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "data") {
+      this.data.push(value);
+      this.dataLength += value.length + 1;
+      this.check();
+    } else if (field === "event") {
+      this.type = value;
+    } else if (field === "id") {
+      if (!value.includes("\0")) this.lastEventId = value;
+    } else if (field === "retry") {
+      if (/^[0-9]+$/.test(value)) this.retry = Number(value);
+    }
+    return null;
+  }
+
+  dispatch() {
+    const event = this.data.length === 0 ? null : { type: this.type || "message", data: this.data.join("\n"), lastEventId: this.lastEventId };
+    this.type = "";
+    this.data = [];
+    this.dataLength = 0;
+    return event;
+  }
+
+  check() {
+    if (this.dataLength + this.partial.length > this.maxEventLength) throw new EventTooLargeError(this.maxEventLength);
+  }
+}
+
 /** Creates a session, optionally deep-linked: `{id, token, version, state, navigation}`. */
 export async function createSession(baseURL, feature, state, { fetch: fetcher = globalThis.fetch } = {}) {
   const body = state === undefined ? { feature } : { feature, state };
@@ -181,16 +278,18 @@ export async function features(baseURL, { fetch: fetcher = globalThis.fetch } = 
  * `version`, and calls every subscriber (and `onChange`) after each change.
  *
  * options: `onChange(change, session)`; `retry` `{initial, max}` in ms (back-off doubles from
- * `initial`, with jitter, up to `max`; `initial` is navd's own `retry:` advice, 3 s, by default,
- * since EventSource does not show it to scripts); `fetch` and `EventSource` to use instead of
- * the globals.
+ * `initial`, with jitter, up to `max`; by default `initial` is the stream's `retry:` advice, 3 s
+ * until one arrives); `idleTimeout` in ms (45 s: navd's heartbeat comes every 15 s, so a longer
+ * silence means the connection is dead); `maxEventLength`, the longest event taken (64 Mi
+ * characters; a longer one ends the session's mirror with `endReason` "eventTooLarge");
+ * `fetch` to use instead of the global.
  */
-export function connect(baseURL, { id, token, onChange, retry = {}, fetch: fetcher, EventSource: Source } = {}) {
-  return new Session(baseURL, id, token, { onChange, retry, fetcher, Source });
+export function connect(baseURL, { id, token, onChange, retry = {}, idleTimeout, maxEventLength, fetch: fetcher } = {}) {
+  return new Session(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, fetcher });
 }
 
 export class Session {
-  constructor(baseURL, id, token, { onChange, retry, fetcher, Source }) {
+  constructor(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, fetcher }) {
     if (typeof id !== "string" || typeof token !== "string") throw new TypeError("connect needs {id, token}");
     this.baseURL = baseURL;
     this.id = id;
@@ -202,10 +301,15 @@ export class Session {
     this.attempt = 0;
     this.listeners = new Set(onChange ? [onChange] : []);
     this.retry = { initial: retry.initial ?? NAVD_RETRY_MS, max: retry.max ?? 30000 };
+    // The server's `retry:` advice sets the first wait, unless the caller chose one.
+    this.retryAdvised = retry.initial === undefined;
+    this.idleTimeout = idleTimeout ?? NAVD_IDLE_TIMEOUT_MS;
+    this.maxEventLength = maxEventLength ?? MAX_EVENT_LENGTH;
     this.fetcher = fetcher ?? globalThis.fetch.bind(globalThis);
-    this.Source = Source ?? globalThis.EventSource;
-    this.source = null;
+    // The stream being read: its AbortController, which `stop()` aborts.
+    this.stream = null;
     this.timer = null;
+    this.watchdog = null;
     // The token stays in this closure: never a property, never a URL.
     this.authorization = () => `Bearer ${token}`;
     this.open();
@@ -294,35 +398,72 @@ export class Session {
 
   async open() {
     if (this.connection === "ended") return;
-    let ticket;
+    const stream = new AbortController();
+    this.stream = stream;
+    let response;
     try {
-      ticket = (await request(this.fetcher, "POST", this.path("/stream-tickets"), { headers: this.headers({}) })).ticket;
+      this.arm(stream);
+      const { ticket } = await request(this.fetcher, "POST", this.path("/stream-tickets"), { headers: this.headers({}), signal: stream.signal });
+      if (this.stream !== stream) return;
+      let target = `${this.path("/events")}?ticket=${encodeURIComponent(ticket)}`;
+      if (this.lastEventId !== null) target += `&lastEventId=${this.lastEventId}`;
+      response = await this.fetcher(target, { headers: { Accept: "text/event-stream" }, cache: "no-store", signal: stream.signal });
     } catch (error) {
+      if (this.stream !== stream) return;
       // 401: the token is wrong; 404: the session ended while we were away. Neither heals.
       if (error instanceof NavdError && (error.status === 401 || error.status === 404)) {
         return this.finish(error.status === 404 ? "gone" : "unauthorized");
       }
-      return this.later();
+      return this.broken();
     }
-    if (this.connection === "ended") return;
-    let target = `${this.path("/events")}?ticket=${encodeURIComponent(ticket)}`;
-    if (this.lastEventId !== null) target += `&lastEventId=${this.lastEventId}`;
-    const source = new this.Source(target);
-    this.source = source;
-    source.onopen = () => {
-      if (this.source === source) this.setConnection("open");
-    };
-    source.onerror = () => {
-      // The stream broke (or never opened): this ticket is spent, so a new one is needed.
-      if (this.source !== source) return;
-      this.stop();
-      this.later();
-    };
-    for (const type of EVENT_TYPES) {
-      source.addEventListener(type, (message) => {
-        if (this.source === source) this.receive(type, message);
-      });
+    if (this.stream !== stream) return;
+    if (response.status === 404) return this.finish("gone");
+    // Any other refusal (a ticket spent or expired meanwhile: 401) heals with a new ticket.
+    if (!response.ok || !/^text\/event-stream/i.test(response.headers.get("Content-Type") ?? "")) return this.broken();
+    this.setConnection("open");
+    await this.read(stream, response.body);
+  }
+
+  /** Reads the stream's events until it ends, breaks, falls silent, or the session stops it. */
+  async read(stream, body) {
+    const parser = new EventStreamParser({ maxEventLength: this.maxEventLength });
+    const decoder = new TextDecoder();
+    const reader = body.getReader();
+    try {
+      for (;;) {
+        this.arm(stream);
+        const { value, done } = await reader.read();
+        if (this.stream !== stream) return;
+        if (done) break;
+        const events = parser.push(decoder.decode(value, { stream: true }));
+        if (this.retryAdvised && parser.retry !== null) this.retry.initial = Math.min(parser.retry, this.retry.max);
+        for (const event of events) {
+          // A type this client does not know is skipped, as EventSource skips unlistened types.
+          if (EVENT_TYPES.includes(event.type)) this.receive(event.type, event);
+          if (this.stream !== stream) return;
+        }
+      }
+    } catch (error) {
+      if (this.stream !== stream) return;
+      // The mirror cannot skip an event: one it will not take ends it, as the Swift client's does.
+      if (error instanceof EventTooLargeError) return this.finish("eventTooLarge");
     }
+    // Closed without `end` (navd shutting down, a proxy's timeout) or broken: resume elsewhere.
+    if (this.stream === stream) this.broken();
+  }
+
+  /** Restarts the silence timer of `stream`: bytes, heartbeats included, must come within `idleTimeout`. */
+  arm(stream) {
+    clearTimeout(this.watchdog);
+    this.watchdog = setTimeout(() => {
+      if (this.stream === stream) this.broken();
+    }, this.idleTimeout);
+  }
+
+  /** The stream broke, never opened, or went silent: close it and reconnect after the back-off. */
+  broken() {
+    this.stop();
+    this.later();
   }
 
   receive(type, message) {
@@ -365,10 +506,12 @@ export class Session {
 
   stop() {
     clearTimeout(this.timer);
+    clearTimeout(this.watchdog);
     this.timer = null;
-    if (this.source) {
-      this.source.close();
-      this.source = null;
+    this.watchdog = null;
+    if (this.stream) {
+      this.stream.abort();
+      this.stream = null;
     }
   }
 
@@ -399,8 +542,9 @@ function url(baseURL, path) {
   return String(baseURL).replace(/\/+$/, "") + path;
 }
 
-async function request(fetcher, method, target, { body, headers = {} } = {}) {
+async function request(fetcher, method, target, { body, headers = {}, signal } = {}) {
   const init = { method, headers: { ...headers }, cache: "no-store" };
+  if (signal) init.signal = signal;
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
