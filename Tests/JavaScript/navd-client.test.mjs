@@ -12,7 +12,7 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 // As a browser loads it: one ES module from one file, whatever package.json says.
 const source = readFileSync(`${here}/../../Sources/WebClient/Resources/navd-client.js`, "utf8");
 const client = await import(`data:text/javascript;base64,${Buffer.from(source).toString("base64")}`);
-const { NavigationMirror, MirrorError, NavdError, EventStreamParser, EventTooLargeError, NAVD_RETRY_MS, connect, createSession } = client;
+const { NavigationMirror, MirrorError, NavdError, EventStreamParser, EventTooLargeError, NAVD_RETRY_MS, MIN_ADVISED_RETRY_MS, connect, createSession } = client;
 
 const fixtures = readdirSync(`${here}/fixtures`)
   .filter((name) => name.endsWith(".json"))
@@ -217,23 +217,69 @@ test("a retry: line sets the first wait, as EventSource would", async () => {
   const { fetcher, streams } = fakeFetch();
   const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher });
   await until(() => streams.length === 1);
-  streams[0].write("retry: 40\n\n");
+  streams[0].write("retry: 700\n\n");
   streams[0].send(counter.events[0]);
   await until(() => session.tree !== null);
-  assert.equal(session.retry.initial, 40);
+  assert.equal(session.retry.initial, 700);
   const broke = Date.now();
   streams[0].fail();
   await until(() => streams.length === 2);
-  assert.ok(Date.now() - broke < 1000, "waited the default 3 s despite retry: 40");
+  // 700 ms with jitter is at most 875; the default 3 s would be at least 2,250.
+  assert.ok(Date.now() - broke < 2000, "waited the default 3 s despite retry: 700");
   // A caller's own choice is kept whatever the server advises.
   const chosen = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher, retry: { initial: 7 } });
   await until(() => streams.length === 3);
-  streams[2].write("retry: 40\n\n");
+  streams[2].write("retry: 700\n\n");
   streams[2].send(counter.events[0]);
   await until(() => chosen.tree !== null);
   assert.equal(chosen.retry.initial, 7);
   session.close();
   chosen.close();
+});
+
+test("a stream that answers starts the back-off over, even with no event; retry: 0 is no busy loop", async () => {
+  const { fetcher, streams } = fakeFetch();
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher, retry: { initial: 1, max: 60000 } });
+  // Streams that open, send only a comment, and break: as a quiet session across restarts.
+  for (let round = 1; round <= 6; round++) {
+    await until(() => streams.length === round);
+    streams[round - 1].write(":\n");
+    await until(() => session.attempt === 0);
+    streams[round - 1].fail();
+  }
+  await until(() => streams.length === 7);
+  assert.ok(session.attempt <= 1, `the back-off kept growing: attempt ${session.attempt}`);
+  session.close();
+
+  const advised = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher });
+  await until(() => streams.length === 8);
+  streams[7].write("retry: 0\n\n");
+  await until(() => advised.attempt === 0 && advised.retry.initial !== NAVD_RETRY_MS);
+  assert.equal(advised.retry.initial, MIN_ADVISED_RETRY_MS);
+  advised.close();
+});
+
+test("closing from a connection listener leaves no timer running", async () => {
+  const { fetcher, streams } = fakeFetch();
+  const onOpen = connect("http://navd.test", {
+    id: "s1", token: TOKEN, fetch: fetcher,
+    onChange: (change, session) => change.connection === "open" && session.close(),
+  });
+  await until(() => onOpen.connection === "ended");
+  assert.equal(onOpen.watchdog, null, "the idle timer outlived close()");
+  assert.equal(onOpen.timer, null);
+  assert.ok(streams.at(-1).closed);
+
+  const onReconnecting = connect("http://navd.test", {
+    id: "s1", token: TOKEN, fetch: fetcher,
+    onChange: (change, session) => change.connection === "reconnecting" && session.close(),
+  });
+  await until(() => streams.length === 2);
+  streams[1].fail();
+  await until(() => onReconnecting.connection === "ended");
+  await settle();
+  assert.equal(onReconnecting.timer, null, "the reconnection timer outlived close()");
+  assert.equal(onReconnecting.watchdog, null);
 });
 
 test("a stream that falls silent is replaced; heartbeat comments keep it", async () => {
@@ -290,6 +336,9 @@ test("events split anywhere across reads, in any line ending, arrive whole; unkn
   for (let at = 0; at < text.length; at += 3) streams[0].write(text.slice(at, at + 3));
   await until(() => seen.length === events.length);
   assert.deepEqual(seen, events.map((event) => event.id));
+  // And all at once, as one read.
+  const whole = new EventStreamParser().push(text);
+  assert.deepEqual(whole.filter((event) => event.type !== "future").map((event) => Number(event.id)), events.map((event) => event.id));
   assert.equal(streams.length, 1, "nothing broke");
   session.close();
 });
@@ -339,11 +388,15 @@ test("the parser follows the standard: fields, comments, ids, retry and empty ev
   const parser = new EventStreamParser();
   const events = parser.push("data\n\ndata:a\ndata: b\nid: 7\nretry: x1\n\n:comment\nevent: e\n\nid\0x: 3\nid: 8\0\ndata\n\nretry: 250\n\n");
   assert.deepEqual(events, [
-    { type: "message", data: "", lastEventId: "" },
-    { type: "message", data: "a\nb", lastEventId: "7" },
-    // `event: e` alone has no data and is not dispatched; an id with NUL is ignored.
-    { type: "message", data: "", lastEventId: "7" },
+    { type: "message", data: "", lastEventId: "", id: null },
+    { type: "message", data: "a\nb", lastEventId: "7", id: "7" },
+    // `event: e` alone has no data and is not dispatched; an id with NUL is ignored, and the
+    // last event id carries over to an event without one of its own.
+    { type: "message", data: "", lastEventId: "7", id: null },
   ]);
+  // A chunk that is empty keeps a CR's pending LF pending.
+  const split = new EventStreamParser();
+  assert.deepEqual([...split.push("data: x\r"), ...split.push(""), ...split.push("\n\r\n")].map((event) => event.data), ["x"]);
   assert.equal(parser.retry, 250);
   assert.throws(() => new EventStreamParser({ maxEventLength: 10 }).push("data: 0123456789"), EventTooLargeError);
   assert.throws(() => new EventStreamParser({ maxEventLength: 10 }).push("data: 01234\ndata: 56789\n"), EventTooLargeError);

@@ -16,6 +16,9 @@
 /** What navd's streams advise (`retry: 3000`): a client waits at least this before reconnecting. */
 export const NAVD_RETRY_MS = 3000;
 
+/** The shortest first wait a stream's `retry:` may set: `retry: 0` must not make a busy loop. */
+export const MIN_ADVISED_RETRY_MS = 500;
+
 /** navd sends a comment at least every 15 s; a stream silent for this long is taken as gone. */
 export const NAVD_IDLE_TIMEOUT_MS = 45000;
 
@@ -194,20 +197,34 @@ export class EventStreamParser {
     this.data = [];
     this.dataLength = 0;
     this.lastEventId = "";
+    // The id the event being read gave itself, if any (`lastEventId` carries over between events).
+    this.id = null;
     /** The last `retry:` advice in ms, or null. */
     this.retry = null;
   }
 
-  /** Takes the next piece of text; returns the events it completes, `{type, data, lastEventId}`. */
+  /**
+   * Takes the next piece of text; returns the events it completes, `{type, data, lastEventId, id}`:
+   * `id` is the event's own `id:` field, or null when it had none.
+   */
   push(text) {
     const events = [];
+    if (text === "") return events;
     let start = 0;
     if (this.skipLineFeed && text.startsWith("\n")) start = 1;
     this.skipLineFeed = false;
+    // The next LF and CR at or after `start`, each searched again only once passed, so a large
+    // piece of text is scanned once rather than once per line.
+    const next = (character) => {
+      const at = text.indexOf(character, start);
+      return at < 0 ? Infinity : at;
+    };
+    let lf = -1;
+    let cr = -1;
     while (start < text.length) {
-      const lf = text.indexOf("\n", start);
-      const cr = text.indexOf("\r", start);
-      const end = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+      if (lf < start) lf = next("\n");
+      if (cr < start) cr = next("\r");
+      const end = Math.min(lf, cr) === Infinity ? -1 : Math.min(lf, cr);
       if (end < 0) {
         this.partial += text.slice(start);
         this.check();
@@ -241,7 +258,10 @@ export class EventStreamParser {
     } else if (field === "event") {
       this.type = value;
     } else if (field === "id") {
-      if (!value.includes("\0")) this.lastEventId = value;
+      if (!value.includes("\0")) {
+        this.lastEventId = value;
+        this.id = value;
+      }
     } else if (field === "retry") {
       if (/^[0-9]+$/.test(value)) this.retry = Number(value);
     }
@@ -249,8 +269,10 @@ export class EventStreamParser {
   }
 
   dispatch() {
-    const event = this.data.length === 0 ? null : { type: this.type || "message", data: this.data.join("\n"), lastEventId: this.lastEventId };
+    const event = this.data.length === 0 ? null
+      : { type: this.type || "message", data: this.data.join("\n"), lastEventId: this.lastEventId, id: this.id };
     this.type = "";
+    this.id = null;
     this.data = [];
     this.dataLength = 0;
     return event;
@@ -421,6 +443,8 @@ export class Session {
     // Any other refusal (a ticket spent or expired meanwhile: 401) heals with a new ticket.
     if (!response.ok || !/^text\/event-stream/i.test(response.headers.get("Content-Type") ?? "")) return this.broken();
     this.setConnection("open");
+    // A listener may have closed the session on hearing it.
+    if (this.stream !== stream) return;
     await this.read(stream, response.body);
   }
 
@@ -435,8 +459,10 @@ export class Session {
         const { value, done } = await reader.read();
         if (this.stream !== stream) return;
         if (done) break;
+        // The stream answered: the next break starts the back-off over.
+        this.attempt = 0;
         const events = parser.push(decoder.decode(value, { stream: true }));
-        if (this.retryAdvised && parser.retry !== null) this.retry.initial = Math.min(parser.retry, this.retry.max);
+        if (this.retryAdvised && parser.retry !== null) this.retry.initial = Math.min(Math.max(parser.retry, MIN_ADVISED_RETRY_MS), this.retry.max);
         for (const event of events) {
           // A type this client does not know is skipped, as EventSource skips unlistened types.
           if (EVENT_TYPES.includes(event.type)) this.receive(event.type, event);
@@ -467,7 +493,8 @@ export class Session {
   }
 
   receive(type, message) {
-    const id = Number(message.lastEventId);
+    // Only an event's own id says where it stands; navd gives every event one.
+    const id = message.id ? Number(message.id) : NaN;
     // A resumed stream has nothing twice; should anything come again, it is not applied twice.
     if (type !== "snapshot" && this.lastEventId !== null && Number.isInteger(id) && id <= this.lastEventId) return;
     let data;
@@ -483,7 +510,6 @@ export class Session {
     }
     if (Number.isInteger(id)) this.lastEventId = id;
     if (type === "snapshot") this.noteVersion(data.version);
-    this.attempt = 0;
     this.setConnection("open");
     this.notify({ kind: "event", event: { id, type, data } });
     if (type === "end") this.finish(data.reason);
@@ -492,9 +518,12 @@ export class Session {
   /** Reconnects after a back-off: doubling from `retry.initial` up to `retry.max`, with jitter. */
   later() {
     if (this.connection === "ended") return;
-    const delay = Math.min(this.retry.max, this.retry.initial * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
+    // At least 1 ms to double, so even `initial: 0` backs off.
+    const delay = Math.min(this.retry.max, Math.max(this.retry.initial, 1) * 2 ** Math.min(this.attempt, 32)) * (0.75 + Math.random() * 0.5);
     this.attempt += 1;
     this.setConnection("reconnecting");
+    // A listener may have closed the session on hearing it.
+    if (this.connection === "ended") return;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.open(), delay);
   }
