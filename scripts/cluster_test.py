@@ -19,7 +19,6 @@ Python 3 standard library only; everything on 127.0.0.1. Exit code 0 when nothin
 """
 
 import argparse
-import http.client
 import json
 import os
 import signal
@@ -29,7 +28,7 @@ import threading
 import time
 import urllib.request
 
-from crash_test import CONNECTION_ERRORS, Client, Inconsistency, StreamClosed
+from crash_test import CONNECTION_ERRORS, Client, EventStream, Inconsistency
 
 INCREMENT = {"target": "root", "action": "incrementButtonTapped"}
 # How soon after the kill every session must answer again, and every stream resume.
@@ -69,51 +68,6 @@ class Session:
         self.seen = None
         self.resumed = []
         self.dropped = []
-
-
-class EventStream:
-    """GET /sessions/{id}/events through nginx, which frames the stream in chunks (navd's own
-    stream ends with its connection): http.client undoes the framing, and the end of the body is
-    the end of the stream, as for EventSource."""
-
-    def __init__(self, port, session, last_event_id=None, timeout=5.0):
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        headers = {"Authorization": f"Bearer {session.token}", "Accept": "text/event-stream"}
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = str(last_event_id)
-        self.connection.request("GET", f"/sessions/{session.id}/events", headers=headers)
-        self.response = self.connection.getresponse()
-        if self.response.status != 200:
-            status = self.response.status
-            self.close()
-            raise Inconsistency(f"GET /sessions/{session.id}/events answered {status}")
-        self.buffer = b""
-
-    def next_event(self, timeout):
-        """(id, event, data), or None when no whole event arrives within `timeout`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            end = self.buffer.find(b"\n\n")
-            if end >= 0:
-                block, self.buffer = self.buffer[:end], self.buffer[end + 2:]
-                fields = dict(line.partition(": ")[::2] for line in block.decode().split("\n") if line and not line.startswith(":"))
-                if {"id", "event", "data"} <= fields.keys():
-                    return int(fields["id"]), fields["event"], json.loads(fields["data"])
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            self.connection.sock.settimeout(remaining)
-            try:
-                chunk = self.response.read1(65536)
-            except TimeoutError:
-                return None
-            if not chunk:
-                raise StreamClosed("the stream ended")
-            self.buffer += chunk
-
-    def close(self):
-        self.connection.close()
 
 
 class Node:

@@ -230,11 +230,17 @@ class Replica:
 # MARK: - HTTP
 
 class EventStream:
-    """GET /sessions/{id}/events on a raw socket: text/event-stream framing, read with deadlines."""
+    """GET /sessions/{id}/events on a raw socket: text/event-stream framing, read with deadlines.
+    navd's own stream ends with its connection; through a proxy (nginx) it comes in chunks, which
+    are undone here, the last one ending the stream."""
 
     def __init__(self, port, session, last_event_id=None, token_in_query=False, timeout=10.0):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.buffer = b""
+        # Chunked framing: the bytes not yet undone, and whether the last chunk came.
+        self.chunked = False
+        self.framed = b""
+        self.ended = False
         path = f"/sessions/{session.id}/events"
         headers = ["Host: 127.0.0.1", "Accept: text/event-stream"]
         if token_in_query:
@@ -262,9 +268,31 @@ class EventStream:
         self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
         if self.status != 200:
             raise Inconsistency(f"GET {path.split('?')[0]} answered {status_line!r} {head}")
+        if any(line.lower().startswith("transfer-encoding:") and "chunked" in line.lower() for line in head):
+            self.chunked = True
+            self.framed, self.buffer = self.buffer, b""
+            self._unframe()
+
+    def _unframe(self):
+        """Moves whole chunks from `framed` to `buffer`."""
+        while not self.ended:
+            eol = self.framed.find(b"\r\n")
+            if eol < 0:
+                return
+            size = int(self.framed[:eol].split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                self.ended = True
+                return
+            if len(self.framed) < eol + 2 + size + 2:
+                return
+            self.buffer += self.framed[eol + 2:eol + 2 + size]
+            self.framed = self.framed[eol + 2 + size + 2:]
 
     def _fill(self, deadline):
-        """Reads more bytes; False when the deadline passes. StreamClosed at EOF."""
+        """Reads more bytes; False when the deadline passes. StreamClosed at EOF (or the last
+        chunk)."""
+        if self.ended:
+            raise StreamClosed("the server ended the stream")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
@@ -275,7 +303,11 @@ class EventStream:
             return False
         if not chunk:
             raise StreamClosed("the server closed the stream")
-        self.buffer += chunk
+        if self.chunked:
+            self.framed += chunk
+            self._unframe()
+        else:
+            self.buffer += chunk
         return True
 
     def _line(self, deadline):
