@@ -112,6 +112,9 @@ final class APIHandler: HTTPHandler {
         guard store.hasRoom() else { throw .overCapacity(sessions: store.limit ?? 0) }
         let allowQueryToken = route == .events
         let token = Self.presentedToken(request, allowQueryToken: allowQueryToken).map(String.init)
+        if route == .session && request.method == "DELETE" {
+            return deleteUnheld(id, token: token, answer)
+        }
         let ticket = request.headers["Authorization"] == nil && allowQueryToken && request.queryValue("ticket") != nil
         Task(executorPreference: answer.executor) { [self] in
             do throws(APIError) {
@@ -121,6 +124,19 @@ final class APIHandler: HTTPHandler {
                 try sessionRoute(route, parameters, hosted, request, answer)
             } catch {
                 answer.fail(error)
+            }
+        }
+    }
+
+    /// `DELETE` of a session another node may hold: deleted in the store without taking it over,
+    /// so the node that holds it hears of a deletion, not a takeover, and its streams get `end`.
+    private func deleteUnheld(_ id: String, token: String?, _ answer: Answer) {
+        Task(executorPreference: answer.executor) { [self] in
+            switch await persistence.delete(id, token: token) {
+            case .success(.deleted): answer.send(HTTPResponse(status: 204))
+            case .success(.notFound): answer.fail(.unknownSession(id))
+            case .success(.refused): answer.fail(.unauthorized)
+            case .failure: answer.fail(APIError(.storageUnavailable))
             }
         }
     }
@@ -207,15 +223,20 @@ final class APIHandler: HTTPHandler {
     }
 
     /// Lets session `id` go if this node holds it with an epoch under `epoch`: another node took
-    /// it over (or deleted it). Its streams close without `end`, as at shutdown: the session is
-    /// not over, and their clients reconnect with `Last-Event-ID` through the router to the
-    /// node that owns it now, which resumes them. The next request for it here claims it again.
+    /// it over, or deleted it. After a takeover its streams close without `end`, as at
+    /// shutdown: the session is not over, and their clients reconnect with `Last-Event-ID`
+    /// through the router to the node that owns it now, which resumes them. The next request
+    /// for it here claims it again. After a deletion the session is over: its streams get `end`.
     func release(_ id: String, olderThan epoch: Int) {
         claims.heard(id, epoch: epoch)
         guard let hosted = store.remove(id, olderThan: epoch) else { return }
+        memory.sessionEnded()
+        if SessionEpoch.isGone(epoch) {
+            Task { await hosted.navigation.end(epoch == SessionEpoch.expired ? .expired : .deleted) }
+            return
+        }
         persistence.noteReleased()
         hosted.events.closeAll()
-        memory.sessionEnded()
         Task {
             await hosted.navigation.suspend()
             // A stream that was attaching meanwhile.

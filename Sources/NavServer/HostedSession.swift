@@ -145,7 +145,7 @@ final class SessionStore: Sendable {
     func remove(_ id: String, olderThan epoch: Int) -> HostedSession? {
         sessions.withLock { sessions in
             guard let held = sessions[id], let heldEpoch = held.epoch, heldEpoch < epoch,
-                  !(held.isEnding && epoch == SessionEpoch.deleted) else { return nil }
+                  !(held.isEnding && SessionEpoch.isGone(epoch)) else { return nil }
             return sessions.removeValue(forKey: id)
         }
     }

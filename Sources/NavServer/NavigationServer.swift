@@ -233,11 +233,13 @@ public final class NavigationServer: Sendable {
             guard handler.persistence.shared != nil else { return }
             let round = min(ttl ?? Self.sharedRound, Self.sharedRound)
             var next = ContinuousClock.now + round
+            var recorded = 0
             while !Task.isCancelled {
                 try? await Task.sleep(until: next, tolerance: .milliseconds(100))
                 guard !Task.isCancelled else { break }
                 next = max(next + round, .now)
-                await Self.sweepSharedStore(handler, ttl: ttl, round: round)
+                let deleting = recorded >= Self.recordsBeforeDeleting
+                recorded = await Self.sweepSharedStore(handler, ttl: deleting ? ttl : nil, round: round) ? recorded + 1 : 0
             }
         }
         let reaper = Task.detached {
@@ -250,12 +252,12 @@ public final class NavigationServer: Sendable {
                 }
             }
         }
-        // Once a second: memory of ended sessions back to the system, and a failing store probed.
+        // Once a second: memory of ended sessions back to the system, and a failing (or quiet shared) store probed.
         let trimmer = Task.detached {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 handler.memory.returnIfSessionsEnded()
-                await handler.persistence.probeIfFailing()
+                await handler.persistence.probeIfNeeded()
             }
         }
         housekeeping.withLock { $0 = [heartbeat, reaper, sweeper, trimmer] }
@@ -268,21 +270,28 @@ public final class NavigationServer: Sendable {
     /// also the longest wait between two rounds of the idle reaper.
     static let sharedRound: Duration = .seconds(15)
 
+    /// Rounds a node records in a row before it deletes idle sessions: after a start, or after
+    /// an outage of the database, every node's record is older than the TTL allows, sessions in
+    /// use included, until each node has recorded again, which takes every node at most a
+    /// round once the database answers. One round more is the margin for rounds out of phase.
+    static let recordsBeforeDeleting = 2
+
     /// On a shared store, sessions that no node holds expire too (their node is gone, or no
     /// request reached one since a restart): every node records the sessions used since its
     /// last record, and the store deletes what no node has used for the TTL plus two rounds (a
     /// session in use is recorded once a round, a round and the sweep's own time apart). The
-    /// TTL is the cluster's: without one here, this node only records.
-    private static func sweepSharedStore(_ handler: APIHandler, ttl: Duration?, round: Duration) async {
+    /// TTL is the cluster's: without one here, this node only records. Whether the record was
+    /// made.
+    private static func sweepSharedStore(_ handler: APIHandler, ttl: Duration?, round: Duration) async -> Bool {
         let used = handler.store.all.filter { $0.isStored && $0.takeUseToRecord() }
         switch await handler.persistence.sweep(inUse: used.map(\.id), idle: ttl.map { $0 + round * 2 }) {
-        case .success(let expired) where !expired.isEmpty:
-            handler.log.note(.info, "sessions_expired", [("count", .int(expired.count))])
-        case .success:
-            break
+        case .success(let expired):
+            if !expired.isEmpty { handler.log.note(.info, "sessions_expired", [("count", .int(expired.count))]) }
+            return true
         case .failure(let error):
             for hosted in used { hosted.keepUseToRecord() }
             handler.log.note(.warn, "sweep_failed", [("reason", .string(error.description))])
+            return false
         }
     }
 }

@@ -5,7 +5,8 @@ import Synchronization
 
 /// How the server keeps its sessions: in a store (durable, the default) or nowhere
 /// (`--store memory`). Everything that writes to the store goes through here, so the
-/// store's health is known in one place: `/readyz` answers 503 while writes fail.
+/// store's health is known in one place: `/readyz` answers 503 while writes fail (and, on a
+/// shared store, while it does not answer at all).
 ///
 /// On a store several nodes share, sessions are claimed on demand rather than recovered at
 /// start, every write of a session is fenced with the epoch it was claimed with, and a write
@@ -15,6 +16,8 @@ final class SessionPersistence: Sendable {
     /// The same store, when several nodes share it.
     let shared: (any SharedSessionStorage)?
     private let failing = Atomic<Bool>(false)
+    /// When a commit last came to anything, success or failure (`DispatchTime` nanoseconds).
+    private let lastOutcome = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
     private let failedRecords = Atomic<Int>(0)
     private let recovered = Atomic<Int>(0)
     private let claimed = Atomic<Int>(0)
@@ -82,15 +85,23 @@ final class SessionPersistence: Sendable {
         }
     }
 
+    /// How long a shared store may go without a commit before a probe asks whether it answers.
+    static let quietProbeInterval: UInt64 = 5_000_000_000
+
     /// While commits fail, a small write now and then finds out when the store works again,
-    /// so readiness comes back without waiting for a client's request.
-    func probeIfFailing() async {
-        guard isDurable, !isAvailable else { return }
+    /// so readiness comes back without waiting for a client's request. A shared store is also
+    /// probed when nothing was written for a while: it is a service of its own that can go
+    /// away while this node is idle, and readiness must say so before a request finds out.
+    func probeIfNeeded() async {
+        guard isDurable else { return }
+        let quiet = DispatchTime.now().uptimeNanoseconds &- lastOutcome.load(ordering: .relaxed) > Self.quietProbeInterval
+        guard !isAvailable || (shared != nil && quiet) else { return }
         _ = await commit([.probe])
     }
 
     /// Records whether a commit worked, for readiness. A fenced write is no failure of the store.
     func noted(_ result: Result<Void, StorageError>) -> Bool {
+        lastOutcome.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
         switch result {
         case .success:
             failing.store(false, ordering: .relaxed)
@@ -163,6 +174,17 @@ final class SessionPersistence: Sendable {
                 return .failed
             }
         }
+    }
+
+    /// Deletes session `id`, which this node does not hold, from the shared store, if `token`
+    /// opens it; the node holding it (if any) ends it there.
+    func delete(_ id: String, token: String?) async -> Result<SessionDeletion, StorageError> {
+        guard let shared else { return .success(.notFound) }
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<SessionDeletion, StorageError>, Never>) in
+            shared.delete(id, authorize: { hash in token.map { TokenHash.matches($0, hash) } ?? false }) { done.resume(returning: $0) }
+        }
+        _ = noted(result.map { _ in })
+        return result
     }
 
     /// Expiry of the sessions no node holds, on a shared store: marks `inUse` as used now and

@@ -264,12 +264,17 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 INSERT INTO navd_probes (id, written) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET written = excluded.written
                 """)
         case .delete(let id):
-            try connection.run("DELETE FROM navd_sessions WHERE id = $1", [.text(id)])
-            try connection.run("DELETE FROM navd_transactions WHERE session = $1", [.text(id)])
-            try connection.run("DELETE FROM navd_events WHERE session = $1", [.text(id)])
-            // Any node still holding it lets it go.
-            try announce(id, epoch: SessionEpoch.deleted, in: connection)
+            try deleteLocked(id, in: connection)
         }
+    }
+
+    /// Deletes session `id` with everything kept of it, and tells any node still holding it to
+    /// end it.
+    private func deleteLocked(_ id: String, in connection: PostgresConnection) throws(PostgresConnection.Failure) {
+        try connection.run("DELETE FROM navd_sessions WHERE id = $1", [.text(id)])
+        try connection.run("DELETE FROM navd_transactions WHERE session = $1", [.text(id)])
+        try connection.run("DELETE FROM navd_events WHERE session = $1", [.text(id)])
+        try announce(id, epoch: SessionEpoch.deleted, in: connection)
     }
 
     /// Keeps the events the session's buffer would keep: the newest, by count and by bytes.
@@ -314,6 +319,35 @@ public final class PostgresSessionStore: SharedSessionStorage {
             try connection.reconnectIfNeeded()
             return .success(try connection.transaction(keep: \.isClaimed) { () throws(PostgresConnection.Failure) in
                 try claimLocked(id, authorize, connection)
+            })
+        } catch {
+            return .failure(.unavailable("PostgreSQL: \(error)"))
+        }
+    }
+
+    public func delete(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool,
+                       completion: @escaping @Sendable (Result<SessionDeletion, StorageError>) -> Void) {
+        claims.async { [self] in
+            guard !closed.load(ordering: .relaxed) else { return completion(.failure(.unavailable("the store is closed"))) }
+            completion(claimer.withLock { connection in delete(id, authorize, on: &connection) })
+        }
+    }
+
+    /// The token is checked on the row, locked, in the transaction that deletes it.
+    private func delete(_ id: String, _ authorize: ([UInt8]) -> Bool, on connection: inout PostgresConnection?) -> Result<SessionDeletion, StorageError> {
+        do throws(PostgresConnection.Failure) {
+            if connection == nil { connection = try PostgresConnection(url: url) }
+            guard let connection else { return .failure(.unavailable("the store is closed")) }
+            try connection.reconnectIfNeeded()
+            return .success(try connection.transaction(keep: { $0 == .deleted }) { () throws(PostgresConnection.Failure) -> SessionDeletion in
+                var tokenHash: [UInt8]?
+                try connection.run("SELECT token_hash FROM navd_sessions WHERE id = $1 FOR UPDATE", [.text(id)]) { row in
+                    tokenHash = row.bytes(0)
+                }
+                guard let tokenHash else { return .notFound }
+                guard tokenHash.count == TokenHash.byteCount, authorize(tokenHash) else { return .refused }
+                try deleteLocked(id, in: connection)
+                return .deleted
             })
         } catch {
             return .failure(.unavailable("PostgreSQL: \(error)"))
@@ -404,9 +438,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
                     let ids = PostgresValue.text(expired.joined(separator: ","))
                     try connection.run("DELETE FROM navd_transactions WHERE session = ANY(string_to_array($1, ','))", [ids])
                     try connection.run("DELETE FROM navd_events WHERE session = ANY(string_to_array($1, ','))", [ids])
-                    // Any node still holding one lets it go, as after `DELETE`.
+                    // Any node still holding one ends it, as expired.
                     try connection.run("SELECT pg_notify($1, id || ' ' || $2) FROM unnest(string_to_array($3, ',')) AS id",
-                                       [.text(PostgresSchema.claimsChannel), .text(String(SessionEpoch.deleted)), ids])
+                                       [.text(PostgresSchema.claimsChannel), .text(String(SessionEpoch.expired)), ids])
                 }
                 return expired
             })

@@ -47,8 +47,16 @@ public protocol SharedSessionStorage: SessionStorage {
     func claim(_ id: String, authorize: @escaping @Sendable (_ tokenHash: [UInt8]) -> Bool,
                completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void)
 
+    /// Deletes session `id`, if it exists and `authorize` accepts its token hash, without taking
+    /// it over first: the node that holds it hears the deletion (`SessionEpoch.deleted`) and
+    /// ends it there, `end` on its streams, as its own `DELETE` would have. Runs beside claims;
+    /// calls `completion` once.
+    func delete(_ id: String, authorize: @escaping @Sendable (_ tokenHash: [UInt8]) -> Bool,
+                completion: @escaping @Sendable (Result<SessionDeletion, StorageError>) -> Void)
+
     /// Called, on a thread of the store's, whenever any node (this one included) took session
-    /// `id` over with `epoch`, or deleted it (`SessionEpoch.deleted`): holders of an older epoch let it go.
+    /// `id` over with `epoch`, or deleted it (`SessionEpoch.deleted`, or `SessionEpoch.expired`
+    /// from a sweep): holders of an older epoch let it go.
     ///
     /// Announcements made while the store could not hear them (its connection lost) are not
     /// missed, only late: once it hears again, it calls `body` with the current epoch of every
@@ -69,8 +77,25 @@ public protocol SharedSessionStorage: SessionStorage {
 public enum SessionEpoch {
     /// A new session's: the node that created it owns it until another claims it.
     public static let created = 1
-    /// What a deletion announces: every holder lets the session go.
+    /// What a deletion announces: every holder ends the session.
     public static let deleted = Int.max
+    /// What a sweep's deletion of an idle session announces: every holder ends it as expired.
+    public static let expired = Int.max - 1
+
+    /// Whether an announced `epoch` says the session is gone for good, rather than taken over.
+    public static func isGone(_ epoch: Int) -> Bool {
+        epoch >= expired
+    }
+}
+
+/// What `delete` found.
+public enum SessionDeletion: Sendable, Equatable {
+    /// Deleted, and announced to every node.
+    case deleted
+    /// No such session (never created, or deleted already).
+    case notFound
+    /// The session exists, but the token did not match: nothing changed.
+    case refused
 }
 
 /// What `claim` found.

@@ -17,7 +17,8 @@ struct FencingTests {
     /// A node on `url`; `deaf` ones never hear another node's claim (as while their listening
     /// connection is down), so the fence alone must stop them.
     /// `gate`: each claim, once committed, waits for a signal before the node gets it.
-    static func node(_ url: String, deaf: Bool = false, gate: DispatchSemaphore? = nil,
+    /// `outage`: while it is on, the node's commits and sweeps fail as when the database does not answer.
+    static func node(_ url: String, deaf: Bool = false, gate: DispatchSemaphore? = nil, outage: StoreOutage? = nil,
                      idleSessionTTL: Duration? = .seconds(3600)) async throws -> TestServer {
         var configuration = ServerConfiguration()
         configuration.store = .postgres
@@ -25,7 +26,8 @@ struct FencingTests {
         // libpq's connect blocks: off the cooperative pool, which other tests' servers share.
         let settings = configuration
         let opened = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
-        let storage: any SharedSessionStorage = deaf || gate != nil ? Interfered(opened, deaf: deaf, gate: gate) : opened
+        let storage: any SharedSessionStorage = deaf || gate != nil || outage != nil
+            ? Interfered(opened, deaf: deaf, gate: gate, outage: outage) : opened
         return try await TestServer(storage: storage) {
             $0.store = .postgres
             $0.databaseURL = url
@@ -161,6 +163,97 @@ struct FencingTests {
         await node.stop()
     }
 
+    /// After the database was unreachable for longer than the TTL allows, every session's record
+    /// of use is old, those in use included. The first node whose sweeps work again must not
+    /// delete the sessions another node is using before that node could record them.
+    @Test func aSessionInUseOnAnotherNodeOutlivesAnOutageLongerThanTheTTL() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let first = StoreOutage()
+        let second = StoreOutage()
+        // TTL 1 s: a round of 1 s, and a session goes once unrecorded for 3 s.
+        let a = try await Self.node(url, outage: first, idleSessionTTL: .seconds(1))
+        let b = try await Self.node(url, outage: second, idleSessionTTL: .seconds(1))
+        let (id, token) = try await b.session("counter")
+        let stream = try await Self.openStream(on: b, id, token: token)
+        first.failing.store(true, ordering: .relaxed)
+        second.failing.store(true, ordering: .relaxed)
+        try await Task.sleep(for: .seconds(4))
+        // The database answers node A first; B, a moment later, records the session it uses.
+        first.failing.store(false, ordering: .relaxed)
+        let before = first.recorded.load(ordering: .relaxed)
+        #expect(await Self.eventually(within: .seconds(5)) { first.recorded.load(ordering: .relaxed) > before })
+        second.failing.store(false, ordering: .relaxed)
+        // A sweeps on, and would delete the session now were B's record not there.
+        #expect(await Self.eventually(within: .seconds(8)) { first.recorded.load(ordering: .relaxed) >= before + 4 })
+        #expect(try await Self.query(url, "SELECT id FROM navd_sessions") == [id])
+        let acted = try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(acted.status == 200, "\(acted.text)")
+        #expect(try await stream.readEvents { $0.name == "state" }.contains { $0.name == "end" } == false)
+        await a.stop()
+        await b.stop()
+    }
+
+    /// A node that writes nothing still finds out that the database stopped answering, and
+    /// says so in `/readyz` before a request has to; and finds out when it answers again.
+    @Test func readinessFollowsTheSharedStoreWhileTheNodeIsIdle() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let outage = StoreOutage()
+        let node = try await Self.node(url, outage: outage)
+        func ready() async throws -> Int { try await node.client().request("GET", "/readyz").status }
+        #expect(try await ready() == 200)
+        outage.failing.store(true, ordering: .relaxed)
+        #expect(await Self.eventually(within: .seconds(10)) { try await ready() == 503 })
+        outage.failing.store(false, ordering: .relaxed)
+        #expect(await Self.eventually(within: .seconds(5)) { try await ready() == 200 })
+        await node.stop()
+    }
+
+    /// `DELETE` that reaches another node than the one holding the session (a failover, or
+    /// routers that disagree): the session is deleted without a takeover, and the holder's
+    /// streams get `end` (`deleted`), as API.md asks, rather than closing to reconnect into a
+    /// 404. A wrong token there deletes and moves nothing.
+    @Test func aDeleteOnAnotherNodeEndsTheHoldersStreamsWithEnd() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let holder = try await Self.node(url)
+        let other = try await Self.node(url)
+        let (id, token) = try await holder.session("counter")
+        let stream = try await Self.openStream(on: holder, id, token: token)
+        let refused = try await other.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer wrong")])
+        #expect(refused.status == 401)
+        #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["\(SessionEpoch.created)"])
+        let deleted = try await other.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        #expect(deleted.status == 204, "\(deleted.text)")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end")
+        #expect(closing.last?.data["reason"] == "deleted")
+        for node in [holder, other] {
+            #expect(try await node.client().request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 404)
+        }
+        #expect(try await other.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 404)
+        #expect(try await holder.client().request("GET", "/metrics").text.contains("navd_sessions_released_total 0\n"),
+                "a deletion is no takeover")
+        await holder.stop()
+        await other.stop()
+    }
+
+    /// A session another node's sweep deleted (its holder could not record its use) ends where
+    /// it is held, as expired.
+    @Test func aSessionSweptElsewhereEndsItsStreamsAsExpired() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let outage = StoreOutage()
+        let holder = try await Self.node(url, outage: outage, idleSessionTTL: .seconds(1))
+        let sweeper = try await Self.node(url, idleSessionTTL: .seconds(1))
+        let (id, token) = try await holder.session("counter")
+        let stream = try await Self.openStream(on: holder, id, token: token)
+        outage.failing.store(true, ordering: .relaxed)
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end")
+        #expect(closing.last?.data["reason"] == "expired")
+        #expect(try await Self.query(url, "SELECT count(*) FROM navd_sessions") == ["0"])
+        await holder.stop()
+        await sweeper.stop()
+    }
+
     /// Deleting a session on a shared store announces the deletion to every node, this one
     /// included; its own streams still get `end` (`deleted`), not a close without it.
     @Test(arguments: 0..<5)
@@ -235,21 +328,32 @@ struct FencingTests {
     }
 }
 
+/// Commits and sweeps of a node that fail while `failing` is on, as while the database is
+/// unreachable; `recorded` counts the sweeps that were made.
+final class StoreOutage: Sendable {
+    let failing = Atomic<Bool>(false)
+    let recorded = Atomic<Int>(0)
+}
+
 /// A shared store with a fault put in: `deaf`, the node never hears of other nodes' claims;
-/// with a `gate`, its first claim, once committed, reaches the node only when the test says so.
+/// with a `gate`, its first claim, once committed, reaches the node only when the test says so;
+/// with an `outage`, its commits and sweeps fail while the test says so.
 private final class Interfered: SharedSessionStorage {
     let store: any SharedSessionStorage
     let deaf: Bool
     let gate: DispatchSemaphore?
+    let outage: StoreOutage?
     let gated = Atomic<Bool>(false)
-    init(_ store: any SharedSessionStorage, deaf: Bool, gate: DispatchSemaphore?) {
+    init(_ store: any SharedSessionStorage, deaf: Bool, gate: DispatchSemaphore?, outage: StoreOutage?) {
         self.store = store
         self.deaf = deaf
         self.gate = gate
+        self.outage = outage
     }
 
     func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try store.load(each) }
     func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool, completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        if outage?.failing.load(ordering: .relaxed) == true { return completion(.failure(.unavailable("PostgreSQL: no answer"))) }
         store.commit(writes, admissible: admissible, completion: completion)
     }
     func close() { store.close() }
@@ -261,10 +365,19 @@ private final class Interfered: SharedSessionStorage {
             completion(result)
         }
     }
+    func delete(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool,
+                completion: @escaping @Sendable (Result<SessionDeletion, StorageError>) -> Void) {
+        store.delete(id, authorize: authorize, completion: completion)
+    }
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {
         if !deaf { store.onTakeover(held: held, body) }
     }
     func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
-        store.sweep(inUse: inUse, idle: idle, completion: completion)
+        guard let outage else { return store.sweep(inUse: inUse, idle: idle, completion: completion) }
+        if outage.failing.load(ordering: .relaxed) { return completion(.failure(.unavailable("PostgreSQL: no answer"))) }
+        store.sweep(inUse: inUse, idle: idle) { result in
+            if case .success = result { outage.recorded.add(1, ordering: .relaxed) }
+            completion(result)
+        }
     }
 }

@@ -119,6 +119,33 @@ struct PostgresOwnershipTests {
         #expect(heard.all == ["\(Self.id) 2", "\(Self.id) \(SessionEpoch.deleted)"])
     }
 
+    /// A node deletes a session another node holds without taking it over: the token is
+    /// checked on the row first (a wrong one changes and announces nothing), and the holder
+    /// hears a deletion, never a claim.
+    @Test func aDeletionByAnotherNodeChecksTheTokenAndIsAnnouncedAsOne() async throws {
+        let url = try await Self.freshDatabase()
+        let holder = try await open(url)
+        let deleter = try await open(url)
+        defer {
+            holder.close()
+            deleter.close()
+        }
+        let heard = listen(holder)
+        #expect(try await listenerPID(url) != nil)
+        await create(holder)
+        #expect(await commit(holder, step(1, epoch: SessionEpoch.created)) == nil)
+        #expect(try await delete(deleter, token: "not-the-token") == .refused)
+        #expect(try await delete(deleter, id: Self.otherID) == .notFound)
+        #expect(try await query(url, "SELECT epoch FROM navd_sessions") == ["\(SessionEpoch.created)"], "a refusal moves nothing")
+        #expect(try await delete(deleter) == .deleted)
+        #expect(await eventually { heard.all == ["\(Self.id) \(SessionEpoch.deleted)"] })
+        for table in ["navd_sessions", "navd_transactions", "navd_events"] {
+            #expect(try await query(url, "SELECT count(*) FROM \(table)") == ["0"], "\(table) keeps a deleted session")
+        }
+        #expect(await commit(holder, step(2, epoch: SessionEpoch.created)) == .fenced(Self.id), "the holder writes it no more")
+        #expect(try await delete(deleter) == .notFound)
+    }
+
     /// Announcements made while a node's listening connection was down reach it once it is
     /// back: the current epoch of each session it holds, deleted for those that are gone.
     @Test func aListenerThatLostItsConnectionCatchesUpOnWhatItMissed() async throws {
@@ -178,7 +205,7 @@ struct PostgresOwnershipTests {
         #expect(try await query(url, "SELECT id FROM navd_sessions") == [Self.id])
         #expect(try await query(url, "SELECT DISTINCT session FROM navd_transactions") == [Self.id])
         #expect(try await query(url, "SELECT DISTINCT session FROM navd_events") == [Self.id])
-        #expect(await eventually { heard.all == ["\(Self.otherID) \(SessionEpoch.deleted)"] })
+        #expect(await eventually { heard.all == ["\(Self.otherID) \(SessionEpoch.expired)"] }, "announced as expired, not deleted")
         // Marked as used by that sweep: not idle now, until it is.
         #expect(try await sweep(store, inUse: [], idle: .seconds(60)) == [])
         _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
@@ -249,6 +276,12 @@ struct PostgresOwnershipTests {
     func claim(_ store: PostgresSessionStore, id: String = Self.id, token: String = Self.token) async throws -> SessionClaim {
         try await withCheckedContinuation { done in
             store.claim(id, authorize: { TokenHash.matches(token, $0) }) { done.resume(returning: $0) }
+        }.get()
+    }
+
+    func delete(_ store: PostgresSessionStore, id: String = Self.id, token: String = Self.token) async throws -> SessionDeletion {
+        try await withCheckedContinuation { done in
+            store.delete(id, authorize: { TokenHash.matches(token, $0) }) { done.resume(returning: $0) }
         }.get()
     }
 
