@@ -11,7 +11,9 @@ let package = Package(
     ],
     targets: [
         // The feature: plain models and, apart from them, their screens.
-        .target(name: "Todo", dependencies: [.product(name: "NavigationCore", package: "navd")]),
+        // Effects await the models' async methods on the session's executor (see the README).
+        .target(name: "Todo", dependencies: [.product(name: "NavigationCore", package: "navd")],
+                swiftSettings: [.enableUpcomingFeature("NonisolatedNonsendingByDefault")]),
         // Serves it over HTTP.
         .executableTarget(name: "todo-server", dependencies: ["Todo", .product(name: "NavServer", package: "navd")]),
         // Drives the served feature over HTTP on loopback.

@@ -99,6 +99,11 @@ import TestSupport
         #expect(back.status == 200)
         #expect(back.json["events"]?[0]?["data"] == json(#"{"stack":"\#(stack)","ids":["\#(top)"],"origin":"client"}"#))
         #expect(back.json["version"] == 1)
+        // Back once more, then once too many: an empty stack says so.
+        #expect(try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: "{}").status == 200)
+        let empty = try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: "{}")
+        #expect(empty.status == 422 && empty.json["error"]?["code"] == "invalid_pop")
+        #expect(empty.json["error"]?["message"]?.stringValue?.contains("is empty") == true, "\(empty.text)")
         await server.stop()
     }
 

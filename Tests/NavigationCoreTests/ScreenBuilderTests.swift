@@ -22,6 +22,7 @@ private struct Label: Codable, Equatable, Sendable {
     var picked: Book?
     var isBusy = false
     var note: Note?
+    var draft: String?
 }
 
 /// A screen declared in a `ScreenBuilder` block: the order of its state is the order of the block,
@@ -45,6 +46,10 @@ private struct Label: Codable, Equatable, Sendable {
             PresentationSlot.item("note", style: .sheet, \.note, screen: Screen("note", make: { Note() }) {
                 Field("text", \.text, bindable: true)
             })
+            // A sheet that edits the very text it unwraps, with no identity declared.
+            PresentationSlot.item("draft", style: .sheet, \.draft, screen: Screen<String>("draftEditor", make: { "" }) {
+                Field("text", \.self, bindable: true)
+            }, ownerCodec: .string)
             Action.sync("bookTapped", .element("book", in: \.books, id: \.id)) { $0.picked = $1 }
             Action.sync("busy") { $0.isBusy = true }
             Settle.lowering(\.isBusy)
@@ -57,12 +62,12 @@ private struct Label: Codable, Equatable, Sendable {
 
     @Test func theStateFollowsTheBlockAndEachSlotDeclaresItsField() {
         let body = Self.shelf().body
-        #expect(body.fields.map(\.name) == ["books", "label", "isHelpShown", "picked", "isBusy", "note"])
+        #expect(body.fields.map(\.name) == ["books", "label", "isHelpShown", "picked", "isBusy", "note", "draft"])
         #expect(body.fields.filter(\.isBindable).map(\.name) == ["label", "isHelpShown"])
-        #expect(body.fields.filter(\.holdsChildren).map(\.name) == ["picked", "note"], "a Bool's field is the feature's own state")
-        #expect(body.presentations.map(\.name) == ["isHelpShown", "picked", "note"])
+        #expect(body.fields.filter(\.holdsChildren).map(\.name) == ["picked", "note", "draft"], "a Bool's field is the feature's own state")
+        #expect(body.presentations.map(\.name) == ["isHelpShown", "picked", "note", "draft"])
         #expect(body.actions.map(\.name) == ["bookTapped", "busy"])
-        #expect(Self.shelf(withHelp: false).body.fields.map(\.name) == ["books", "label", "picked", "isBusy", "note"])
+        #expect(Self.shelf(withHelp: false).body.fields.map(\.name) == ["books", "label", "picked", "isBusy", "note", "draft"])
     }
 
     @Test func anElementArgumentHandsTheActionTheElementItNames() async throws {
@@ -128,6 +133,27 @@ private struct Label: Codable, Equatable, Sendable {
         }
         #expect(before != nil)
         #expect(after == before)
+    }
+
+    /// Rule 1's last case with nothing declared: a value whose sheet edits it through a binding
+    /// (a text "unwrapped" into an editor) is keyed by presence, so every keystroke is a `state`
+    /// event of the same sheet, never a dismissal and a new presentation.
+    @Test func aValueSheetThatEditsWhatItUnwrapsIsKeyedByPresence() async throws {
+        let session = try session(#"{"draft":"a"}"#)
+        let (before, kinds, after) = try await session.run { session throws(NavigationError) in
+            let before = Self.presentation("draft", session)
+            var kinds: [String] = []
+            for text in ["ab", "abc"] {
+                kinds += try session.bind(target: before ?? "?", field: "text", value: .string(text)).events.map(\.kind.rawValue)
+            }
+            return (before, kinds, Self.presentation("draft", session))
+        }
+        #expect(before != nil)
+        #expect(after == before)
+        #expect(kinds == ["state", "state"])
+        // Its owner's state holds the edited text.
+        let state = await session.describe().state
+        #expect(state["draft"] == .string("abc"))
     }
 
     /// Two declarations of one name would put a key in the state twice, or make an action or

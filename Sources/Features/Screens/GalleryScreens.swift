@@ -39,7 +39,7 @@ extension Screen where Subject == GalleryModel {
             PresentationSlot.model("nested", style: .sheet, \.nested, screen: .nested())
             // Presented by unwrapping the optional: edits write straight back into it, so the
             // sheet stays the same sheet while its text changes.
-            PresentationSlot.item("text", style: .sheet, \.text, screen: textEditor, ownerCodec: .string, identity: { _ in .presence })
+            PresentationSlot.item("text", style: .sheet, \.text, screen: textEditor, ownerCodec: .string)
             PresentationSlot.item("timedAlert", style: .alert, \.timedAlert, screen: timedAlert,
                                   alert: { _, _ in AlertContent(title: "This alert dismisses itself", buttons: [.ok]) })
             Action.sync("isPresentedButtonTapped", styleArgument) { $0.isPresentedButtonTapped($1) }

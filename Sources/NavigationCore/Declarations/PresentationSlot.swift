@@ -50,7 +50,9 @@ public struct PresentationSlot<Owner>: Sendable {
     ///   - ownerCodec: how the owner's state codes the value, where not as the screen's state (a
     ///     text edited in a sheet is a string in its owner and `{"text": …}` on its own screen).
     ///   - identity: what makes it a different presentation; by default rule 1's: a model's
-    ///     object, a value's `id`, else the value itself.
+    ///     object; for a value whose screen binds a field (a sheet that edits the very value it
+    ///     unwraps), its presence, so typing never re-presents it; else a value's `id`, else the
+    ///     value itself.
     public static func item<Child>(
         _ name: String,
         style: PresentationStyle,
@@ -64,7 +66,7 @@ public struct PresentationSlot<Owner>: Sendable {
         value(
             name, style: style, screen, anchor: anchor,
             field: .children(name, keyPath, .optional(ownerCodec ?? screen.codec)),
-            identity: identity ?? screen.defaultIdentity, alert: alert,
+            identity: identity ?? screen.unwrappedIdentity, alert: alert,
             unwrap: { $0[keyPath: keyPath] },
             embed: { $0[keyPath: keyPath] = $1 },
             dismiss: { $0[keyPath: keyPath] = nil }
@@ -129,6 +131,17 @@ public struct PresentationSlot<Owner>: Sendable {
 }
 
 extension Screen {
+    /// Rule 1 for a value presented by unwrapping an optional: edited through a binding of its
+    /// screen, it is the same presentation for as long as it is there (its edits write straight
+    /// back into the optional, and must not dismiss and present it again); otherwise as
+    /// ``defaultIdentity`` says.
+    var unwrappedIdentity: @Sendable (Subject) -> Identity {
+        let identified = defaultIdentity
+        guard !(Subject.self is AnyClass) else { return identified }
+        // Read when first asked, not now: a recursive screen's body is declared after this slot.
+        return { [self] child in body.fields.contains(where: \.isBindable) ? .presence : identified(child) }
+    }
+
     /// Rule 1 for a presentation that declares no identity: a model is its object; a value is its
     /// `id` when its state has one, else the whole value.
     var defaultIdentity: @Sendable (Subject) -> Identity {

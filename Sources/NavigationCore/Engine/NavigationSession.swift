@@ -251,6 +251,7 @@ public actor NavigationSession {
             let keep: Int
             switch request {
             case .count(let count):
+                guard !stack.elements.isEmpty else { throw .invalidPop("stack \(id) is empty: there is nothing to pop") }
                 guard count >= 1, count <= stack.elements.count else {
                     throw .invalidPop("count must be between 1 and \(stack.elements.count), the depth of stack \(id)")
                 }
