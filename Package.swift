@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["NavigationCore", "Features", "HTTP"], swiftSettings: swiftSettings),
         // The demo features on NavServer's public API, with their flags: what navd and the tests host.
         .target(name: "DemoHost", dependencies: ["NavServer", "Features", "NavigationCore"], swiftSettings: swiftSettings),
-        .executableTarget(name: "navd", dependencies: ["DemoHost", "NavServer", "HTTP", "SessionStorage", "CGlibcMalloc"], swiftSettings: swiftSettings),
+        .executableTarget(name: "navd", dependencies: ["DemoHost", "NavServer"], swiftSettings: swiftSettings),
         .executableTarget(name: "navd-bench", dependencies: ["NavigationCore", "Features"], swiftSettings: swiftSettings),
         .testTarget(name: "NavigationCoreTests", dependencies: ["NavigationCore"], swiftSettings: swiftSettings),
         .testTarget(name: "FeaturesTests", dependencies: ["Features", "NavigationCore", "TestSupport"], swiftSettings: swiftSettings),

@@ -76,9 +76,10 @@ public final class NavigationServer: Sendable {
     /// The port it listens on (useful with port 0).
     public var port: Int { http.port }
 
-    /// The `listening` log line, with the address and port (the one port 0 picked).
-    public func logListening() {
-        handler.log.note(.info, "listening", [("version", .string(BuildInfo.version)),
+    /// The `listening` log line, with the address and port (the one port 0 picked) and the
+    /// version of what serves (navd's own by default; a host's server gives its own).
+    public func logListening(version: String = BuildInfo.version) {
+        handler.log.note(.info, "listening", [("version", .string(version)),
                                               ("host", .string(configuration.host)), ("port", .int(port)),
                                               ("io", .string(configuration.io.rawValue))])
     }

@@ -228,14 +228,24 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `--help` with the server's options only.
     public static var help: String { help(adding: [ConfigurationOption<NoSettings>]()) }
 
-    /// `--help`: the server's options, then the host's.
+    /// What `navd --help` says navd is.
+    public static let navdDescription = [
+        "navd: a navigation-state server. Hosts feature models per session, takes user actions over",
+        "HTTP/JSON and streams present/dismiss/push/pop/state events over server-sent events.",
+    ]
+
+    /// `--help` of navd: the server's options, then the host's.
     public static func help<Settings>(adding extra: [ConfigurationOption<Settings>]) -> String {
-        var lines = [
-            "navd: a navigation-state server. Hosts feature models per session, takes user actions over",
-            "HTTP/JSON and streams present/dismiss/push/pop/state events over server-sent events.",
+        help(program: "navd", about: navdDescription, adding: extra)
+    }
+
+    /// `--help` of a server named `program` (its executable), described by the lines `about`:
+    /// the server's options, then the host's.
+    public static func help<Settings>(program: String, about: [String], adding extra: [ConfigurationOption<Settings>]) -> String {
+        var lines = about + [
             "",
-            "usage: navd [options]",
-            "       navd --check-health   (exit 0 if the server on --host/--port answers /healthz)",
+            "usage: \(program) [options]",
+            "       \(program) --check-health   (exit 0 if the server on --host/--port answers /healthz)",
             "",
             "options (flag, environment variable):",
         ]

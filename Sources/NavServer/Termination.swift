@@ -4,7 +4,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import NavServer
 import Synchronization
 
 /// What SIGTERM and SIGINT do: leave rotation for the grace period (a second signal cuts it
@@ -21,15 +20,19 @@ final class Termination: Sendable {
     static let hardLimit: Duration = .milliseconds(4500)
 
     private let server: NavigationServer
+    private let program: String
     private let grace: Duration
     private let stopped: @Sendable () -> Void
     private let signalsSeen = Atomic<Int>(0)
     /// Signalled by every signal after the first: the grace period ends at once.
     private let hurry = DispatchSemaphore(value: 0)
 
-    /// - Parameter stopped: says the server stopped, just before the process exits 0.
-    init(server: NavigationServer, grace: Duration, stopped: @escaping @Sendable () -> Void) {
+    /// - Parameters:
+    ///   - program: names the process in what it writes to standard error.
+    ///   - stopped: says the server stopped, just before the process exits 0.
+    init(server: NavigationServer, program: String, grace: Duration, stopped: @escaping @Sendable () -> Void) {
         self.server = server
+        self.program = program
         self.grace = grace
         self.stopped = stopped
     }
@@ -82,7 +85,7 @@ final class Termination: Sendable {
                                    tv_nsec: Self.nanoseconds(Self.hardLimit) % 1_000_000_000)
             var remaining = timespec()
             while nanosleep(&request, &remaining) != 0, errno == EINTR { request = remaining }
-            StandardStream.error.writeLine("navd: shutdown did not finish in time; exiting anyway")
+            StandardStream.error.writeLine("\(self.program): shutdown did not finish in time; exiting anyway")
             _exit(1)
         }
         server.drain(until: drainStart + Self.drainTime)
