@@ -1,6 +1,11 @@
 /// Decodes a `Transfer-Encoding: chunked` body as bytes arrive, keeping all its state here
 /// so no partial line has to be buffered. Chunk extensions are skipped; trailer fields are
 /// read and dropped.
+///
+/// Its framing (size lines with their zeros and extensions, line ends) is bounded in bytes as
+/// the data is: by the body limit, whatever the chunks' sizes, so a body cannot cost the
+/// server unbounded reading (a size line of endless zeros, a small body in one-byte chunks each
+/// with a long extension).
 struct ChunkedBodyDecoder {
     enum Outcome {
         /// Every byte was consumed and the body is not finished yet.
@@ -33,6 +38,8 @@ struct ChunkedBodyDecoder {
     private var remaining = 0
     private var extensionBytes = 0
     private var trailerBytes = 0
+    /// Bytes of the body's framing so far: everything but the chunks' data and the trailers.
+    private var framingBytes = 0
 
     mutating func decode(
         _ bytes: UnsafeRawBufferPointer, into body: inout [UInt8], maxBodyBytes: Int, maxTrailerBytes: Int
@@ -40,6 +47,13 @@ struct ChunkedBodyDecoder {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
+            switch state {
+            case .size, .sizeWhitespace, .sizeExtension, .sizeLineEnd, .dataCR, .dataLF, .finalLineEnd:
+                framingBytes += 1
+                guard framingBytes <= max(maxBodyBytes, Self.maxExtensionBytes) else { return .failure(.payloadTooLarge) }
+            case .data, .trailerLineStart, .trailerLine, .trailerLineEnd:
+                break
+            }
             switch state {
             case .size:
                 if let digit = ASCII.hexValue(byte) {

@@ -41,6 +41,8 @@ final class Connection: @unchecked Sendable {
     /// Start of the current head, body or idle period, for timeouts.
     var phaseStart: Int64
     var lastWriteProgress: Int64
+    /// Empty lines skipped before the next request, in bytes: a few are allowed, not endless ones.
+    var blankLineBytes = 0
 
     init(fd: Int32, token: UInt64, peer: PeerAddress, isRefused: Bool, now: Int64) {
         self.fd = fd

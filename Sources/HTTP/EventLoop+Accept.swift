@@ -97,7 +97,7 @@ extension EventLoop {
             var bytes: [UInt8] = []
             ResponseSerializer.appendHead(
                 status: response.status, headers: response.headers, contentLength: response.body.count,
-                connection: .close, to: &bytes)
+                connection: .close, date: date.currentField(), to: &bytes)
             bytes.append(contentsOf: response.body)
             _ = bytes.withUnsafeBytes { SocketIO.write(fd, $0) }
             closeDescriptor(fd)

@@ -5,6 +5,9 @@ import Darwin
 #endif
 
 extension EventLoop {
+    /// Empty lines a client may send before a request (RFC 9112 §2.2 asks for at least one).
+    static let maxBlankLineBytes = 64
+
     /// One read per readiness event into the loop's scratch buffer; only bytes that cannot be
     /// used yet are copied into the connection.
     func readable(_ connection: Connection) {
@@ -52,14 +55,22 @@ extension EventLoop {
             case .head:
                 guard connection.canStartRequest(settings) else { return index }
                 if !connection.scanner.hasStarted {
-                    // Blank lines before a request are ignored (RFC 9112 §2.2).
+                    // Blank lines before a request are ignored (RFC 9112 §2.2), a few of them:
+                    // endless ones would be reading without a bound.
+                    let start = index
                     while index + 1 < bytes.count && bytes[index] == ASCII.cr && bytes[index + 1] == ASCII.lf {
                         index += 2
+                    }
+                    connection.blankLineBytes += index - start
+                    guard connection.blankLineBytes <= Self.maxBlankLineBytes else {
+                        refuse(connection, .badRequest("Too many empty lines before the request."))
+                        return bytes.count
                     }
                     if index == bytes.count { return index }
                     // A CR at the very end may be half of such a line, its LF in the next read:
                     // kept back unscanned, or the scanner would take it for an empty request line.
                     if index + 1 == bytes.count && bytes[index] == ASCII.cr { return index }
+                    connection.blankLineBytes = 0
                     connection.phaseStart = now
                 }
                 let head = UnsafeRawBufferPointer(rebasing: bytes[index...])

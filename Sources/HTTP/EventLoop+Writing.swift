@@ -68,7 +68,7 @@ extension EventLoop {
                 // No length and no chunks: the stream ends with the connection, as the head says.
                 ResponseSerializer.appendHead(
                     status: 200, headers: headers, contentLength: nil, connection: .close,
-                    isEventStream: true, to: &writeBuffer)
+                    isEventStream: true, date: date.currentField(), to: &writeBuffer)
                 // A HEAD request gets the head only.
                 connection.state.streamStarted(stream, headOnly: slot.isHead)
                 var sendBuffer = settings.streamSendBuffer
@@ -93,8 +93,10 @@ extension EventLoop {
         ResponseSerializer.appendHead(
             status: response.status,
             headers: response.headers,
-            contentLength: noBody ? nil : response.body.count,
+            contentLength: noBody || response.describesEventStream ? nil : response.body.count,
             connection: closing ? .close : (slot.isHTTP10 ? .keepAlive : .none),
+            isEventStream: response.describesEventStream,
+            date: date.currentField(),
             to: &writeBuffer)
         if !noBody && !slot.isHead && !response.body.isEmpty {
             if response.body.count <= 64 * 1024 {

@@ -50,6 +50,7 @@ final class EventLoop: @unchecked Sendable {
     var now: Int64
     let readBuffer: UnsafeMutableRawBufferPointer
     var writeBuffer: [UInt8] = []
+    var date = HTTPDate()
     var chunkScratch: [[UInt8]] = []
     let iovecs: UnsafeMutablePointer<iovec>
     static let maxIOVecs = 16

@@ -4,6 +4,10 @@ public struct HTTPResponse: Sendable {
     public var status: Int
     public var headers: HTTPHeaders
     public var body: [UInt8]
+    /// The answer to a `HEAD` of what `GET` streams (an event stream): it gets the stream's own
+    /// head fields and no `Content-Length`, since the length `GET` would send is not known,
+    /// while the connection stays open for the next request.
+    public var describesEventStream = false
 
     public init(status: Int, headers: HTTPHeaders = [:], body: [UInt8] = []) {
         self.status = status

@@ -31,6 +31,7 @@ enum ResponseSerializer {
         contentLength: Int?,
         connection: ConnectionHeader,
         isEventStream: Bool = false,
+        date: [UInt8],
         to out: inout [UInt8]
     ) {
         ASCII.append("HTTP/1.1 ", to: &out)
@@ -38,6 +39,7 @@ enum ResponseSerializer {
         out.append(ASCII.space)
         ASCII.append(HTTPStatusReason.phrase(for: status), to: &out)
         ASCII.append("\r\n", to: &out)
+        out.append(contentsOf: date)
         var hasCacheControl = false
         var hasAccelBuffering = false
         for (name, value) in headers {

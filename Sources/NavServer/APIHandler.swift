@@ -582,9 +582,13 @@ final class APIHandler: HTTPHandler {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let lastEventID = (request.headers["Last-Event-ID"] ?? request.queryValue("lastEventId")).map { Int($0.filter { $0 != " " }) ?? -1 }
         var headers: HTTPHeaders = ["Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"]
-        // HEAD describes the stream without opening one, so the connection stays usable.
-        if request.method == "HEAD" { return answer.send(HTTPResponse(status: 200, headers: headers)) }
         for (name, value) in configuration.cors.responseHeaders(origin: request.headers["Origin"]) { headers.set(name, value) }
+        // HEAD describes the stream without opening one, so the connection stays usable.
+        if request.method == "HEAD" {
+            var head = HTTPResponse(status: 200, headers: headers)
+            head.describesEventStream = true
+            return answer.send(head)
+        }
         let stream = answer.startStream(headers: headers)
         let opened = ContinuousClock.now
         let tally = StreamTally()

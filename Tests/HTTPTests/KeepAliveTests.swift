@@ -1,4 +1,4 @@
-import HTTP
+@testable import HTTP
 import Testing
 
 @Suite struct KeepAliveTests {
@@ -13,8 +13,20 @@ import Testing
                 #expect(response.headers["Connection"] == nil)
                 #expect(response.headers["X-Test"] == "yes")
                 #expect(response.headers["Content-Type"] == "application/json; charset=utf-8")
+                // RFC 9110 §6.6.1: a server with a clock sends the date, as an IMF-fixdate.
+                let date = try #require(response.headers["Date"])
+                #expect(date.hasSuffix(" GMT") && date.count == 29, "\(date)")
             }
         }
+    }
+
+    /// IMF-fixdate (RFC 9110 §5.6.7), checked against the RFC's own example and dates whose
+    /// day or month is easy to get wrong.
+    @Test func datesAreIMFFixdates() {
+        #expect(HTTPDate.format(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.format(0) == "Thu, 01 Jan 1970 00:00:00 GMT")
+        #expect(HTTPDate.format(951_782_400) == "Tue, 29 Feb 2000 00:00:00 GMT")
+        #expect(HTTPDate.format(1_798_761_599) == "Thu, 31 Dec 2026 23:59:59 GMT")
     }
 
     @Test func aRequestTheHandlerDropsIsAnswered500AndThePipelineGoesOn() throws {
@@ -26,6 +38,22 @@ import Testing
             #expect(dropped.headers["X-Refused"] == "internalError")
             #expect(dropped.bodyText.contains(#""path":"/never""#))
             #expect(try client.readResponse().status == 200)
+        }
+    }
+
+    /// A few empty lines before a request are skipped (RFC 9112 §2.2); endless ones are not read
+    /// for as long as the head timeout lasts, but refused once past a small bound.
+    @Test func emptyLinesBeforeARequestAreSkippedUpToABound() throws {
+        try withServer { server, _ in
+            let client = try TestClient(port: server.port)
+            try client.send("\r\n\r\nGET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try client.readResponse().status == 200)
+            try client.send(String(repeating: "\r\n", count: 40))
+            try client.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            let refused = try client.readResponse()
+            #expect(refused.status == 400)
+            #expect(refused.bodyText.contains("empty lines"))
+            #expect(client.waitForClose())
         }
     }
 

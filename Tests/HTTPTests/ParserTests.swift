@@ -278,6 +278,25 @@ import TestSupport
         #expect(error.status == 413)
     }
 
+    /// The framing is bounded in bytes as the data is: a size line of endless zeros, or a small
+    /// body in one-byte chunks each with a long extension, is refused once its framing alone
+    /// passes what the body may take (here the 4 KiB floor, the body limit being 100).
+    @Test func chunkedFramingIsBoundedInBytes() {
+        func decode(_ text: String) -> ChunkedBodyDecoder.Outcome {
+            var decoder = ChunkedBodyDecoder()
+            var body: [UInt8] = []
+            return Array(text.utf8).withUnsafeBytes { decoder.decode($0, into: &body, maxBodyBytes: 100, maxTrailerBytes: 100) }
+        }
+        let zeros = String(repeating: "0", count: 5000) + "4\r\nWiki\r\n0\r\n\r\n"
+        guard case .failure(let endless) = decode(zeros) else { Issue.record("a size line of 5,000 zeros was taken"); return }
+        #expect(endless.status == 413)
+        let longExtensions = String(repeating: "1;" + String(repeating: "e", count: 1000) + "\r\nx\r\n", count: 5) + "0\r\n\r\n"
+        guard case .failure(let extended) = decode(longExtensions) else { Issue.record("5 KB of framing for 5 bytes was taken"); return }
+        #expect(extended.status == 413)
+        // Ordinary framing of the same data is fine.
+        guard case .finished = decode("000004;a=b\r\nWiki\r\n1\r\nx\r\n0\r\n\r\n") else { Issue.record("refused"); return }
+    }
+
     @Test func headersAreOrderedAndCaseInsensitive() {
         var headers: HTTPHeaders = ["A": "1", "b": "2"]
         headers.add("a", "3")

@@ -114,6 +114,9 @@ import TestSupport
         let client = try server.client()
         let head = try await client.request("HEAD", "/sessions/\(id)/events?token=\(token)")
         #expect(head.status == 200 && head.header("content-type") == "text/event-stream; charset=utf-8")
+        // GET's head fields, and no claim of a length GET would not send (RFC 9110 §9.3.2).
+        #expect(head.header("cache-control") == "no-cache" && head.header("x-accel-buffering") == "no")
+        #expect(head.header("content-length") == nil, "a HEAD says the stream's length is 0")
         // The same connection answers the next request: no stream was started on it.
         #expect(try await client.request("GET", "/healthz").status == 200)
         #expect(try await server.client().request("GET", "/metrics").text.contains("navd_event_streams_open 0"))
