@@ -156,6 +156,35 @@ private struct Label: Codable, Equatable, Sendable {
         #expect(state["draft"] == .string("abc"))
     }
 
+    /// An alert button's id is what clients send back: its lowercased label unless it declares
+    /// one, so a label can be reworded or translated without changing the wire.
+    @Test func anAlertButtonMayKeepItsIDWhateverItsLabel() async throws {
+        let remove = Action<Shelf>.sync("remove") { $0.books = [] }
+        let screen = Screen<Shelf>("confirming", make: { Shelf() }) {
+            Field("books", \.books, .array(Self.book.codec))
+            PresentationSlot.isPresented("isHelpShown", style: .alert, \.isHelpShown, screen: Screen("sure", make: { Presence() }),
+                                         alert: { _ in AlertContent(title: "Sure?", buttons: [
+                                             AlertButton("Löschen", id: "delete", role: .destructive, action: remove),
+                                             AlertButton("Abbrechen", role: .cancel),
+                                         ]) })
+            remove
+        }
+        let session = try FeatureCatalog(hosting: [.init(screen)])
+            .makeSession(feature: "confirming", state: try JSONParser.parse(#"{"books":[{"id":"a","title":"A"}],"isHelpShown":true}"#))
+        let (buttons, refused, books) = try await session.run { session throws(NavigationError) in
+            let alert = session.navigation()["presentations"]?[0]
+            let buttons = alert?["alert"]?["buttons"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+            let id = alert?["id"]?.stringValue ?? "?"
+            var refused = false
+            do throws(NavigationError) { _ = try session.dismiss(presentation: id, button: "löschen") } catch { refused = true }
+            _ = try session.dismiss(presentation: id, button: "delete")
+            return (buttons, refused, session.describe().state["books"])
+        }
+        #expect(buttons == ["delete", "abbrechen"])
+        #expect(refused, "the label is not the id once an id is declared")
+        #expect(books == .array([]), "the declared id sent the button's action")
+    }
+
     /// Two declarations of one name would put a key in the state twice, or make an action or
     /// slot unreachable: the screen refuses them when it is built.
     @Test func aNameDeclaredTwiceStopsTheScreenBeingBuilt() async {

@@ -49,8 +49,9 @@ public struct AlertButton: Sendable, Equatable {
         case destructive
     }
 
-    /// The lowercased label, which clients send back as `{"button": id}`.
-    public var id: String { label.lowercased() }
+    /// What clients send back as `{"button": id}`: the lowercased label unless given. Give one
+    /// where the label may change (a translation, a rewording) and clients must not notice.
+    public var id: String
     /// The text on the button.
     public var label: String
     /// Its role; nil for a plain button.
@@ -59,7 +60,8 @@ public struct AlertButton: Sendable, Equatable {
     public var action: String?
 
     /// A button that only dismisses.
-    public init(_ label: String, role: Role? = nil) {
+    public init(_ label: String, id: String? = nil, role: Role? = nil) {
+        self.id = id ?? label.lowercased()
         self.label = label
         self.role = role
         self.action = nil
@@ -67,7 +69,8 @@ public struct AlertButton: Sendable, Equatable {
 
     /// A button that sends `action`: the declared action itself, never a second spelling of
     /// its name that could drift from it.
-    public init<Owner>(_ label: String, role: Role? = nil, action: Action<Owner>) {
+    public init<Owner>(_ label: String, id: String? = nil, role: Role? = nil, action: Action<Owner>) {
+        self.id = id ?? label.lowercased()
         self.label = label
         self.role = role
         self.action = action.name
