@@ -15,6 +15,18 @@ private struct Label: Codable, Equatable, Sendable {
     var text = ""
 }
 
+@Observable private final class Loader {
+    var loaded: [String] = []
+    var isLoading = false
+
+    func load(_ book: Book) async {
+        isLoading = true
+        await Task.yield()
+        loaded.append(book.id)
+        isLoading = false
+    }
+}
+
 @Observable private final class Shelf {
     var books: [Book] = []
     var label = ""
@@ -183,6 +195,32 @@ private struct Label: Codable, Equatable, Sendable {
         #expect(buttons == ["delete", "abbrechen"])
         #expect(refused, "the label is not the id once an id is declared")
         #expect(books == .array([]), "the declared id sent the button's action")
+    }
+
+    /// Asynchronous work may take a typed argument as synchronous actions do: resolved before the
+    /// work starts, and refused, starting nothing, when it names nothing.
+    @Test func aTaskTakesATypedArgumentResolvedBeforeItStarts() async throws {
+        let screen = Screen<Loader>("loader", make: { Loader() }) {
+            Field("loaded", \.loaded)
+            Field("isLoading", \.isLoading)
+            Action.task("load", .value("book", Self.book.codec)) { await $0.load($1) }
+        }
+        let session = try FeatureCatalog(hosting: [.init(screen)]).makeSession(feature: "loader", state: nil)
+        let refused = try await session.run { session -> Bool in
+            do throws(NavigationError) {
+                _ = try session.perform(target: "root", action: "load", arguments: try? JSONParser.parse(#"{"book":7}"#))
+                return false
+            } catch {
+                return true
+            }
+        }
+        #expect(refused, "a book that is not a book")
+        let outcome = try await session.run { session throws(NavigationError) in
+            try session.perform(target: "root", action: "load", arguments: try? JSONParser.parse(#"{"book":{"id":"b","title":"B"}}"#))
+        }
+        #expect(outcome.effect != nil, "the work started")
+        try await session.run { session in _ = await session.waitForEffects(of: outcome, timeout: .seconds(5)) }
+        #expect(await session.describe().state["loaded"] == .array([.string("b")]))
     }
 
     /// Two declarations of one name would put a key in the state twice, or make an action or

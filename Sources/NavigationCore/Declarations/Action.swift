@@ -108,6 +108,20 @@ extension Action where Subject: AnyObject {
             return Effect { await body(model) }
         }
     }
+
+    /// Asynchronous work with one typed argument, resolved before the work starts: a wrong
+    /// type, or an id that names nothing, is refused and starts nothing.
+    public static func task<Value>(
+        _ name: String,
+        _ argument: Argument<Value>,
+        _ body: @escaping @Sendable (Subject, Value) async -> Void
+    ) -> Action {
+        Action(name: name, parameters: [argument.parameter]) { subject, arguments throws(StateError) in
+            let model = subject
+            let value = try argument.resolve(subject, arguments)
+            return Effect { await body(model, value) }
+        }
+    }
 }
 
 /// The arguments of an action, already checked against its parameters.
