@@ -109,12 +109,13 @@ final class APIHandler: HTTPHandler {
         let id = parameters[0]
         guard Identifiers.isSessionID(id) else { throw .unknownSession(id) }
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
-        guard store.hasRoom() else { throw .overCapacity(sessions: store.limit ?? 0) }
         let allowQueryToken = route == .events
         let token = Self.presentedToken(request, allowQueryToken: allowQueryToken).map(String.init)
+        // Needs no room here: nothing is taken over, and a full node must still free room.
         if route == .session && request.method == "DELETE" {
             return deleteUnheld(id, token: token, answer)
         }
+        guard store.hasRoom() else { throw .overCapacity(sessions: store.limit ?? 0) }
         let ticket = request.headers["Authorization"] == nil && allowQueryToken && request.queryValue("ticket") != nil
         Task(executorPreference: answer.executor) { [self] in
             do throws(APIError) {
@@ -203,12 +204,13 @@ final class APIHandler: HTTPHandler {
     /// `DELETE` and the idle reaper both do. Gone from the store first, so an answer that says
     /// so holds after a restart. `.failed`: nothing changed; `.lost`: another node has it now,
     /// and only this node's copy goes (unless a deletion of it here is still under way, which
-    /// ends it).
+    /// ends it); `.deleted`: another node deleted it first (a retried `DELETE`, routers that
+    /// disagree, a sweep), so it ends here all the same.
     func end(_ hosted: HostedSession, _ reason: NavigationSession.EndReason) async -> SessionPersistence.Committed {
         hosted.markEnding(true)
         let committed = await persistence.commit([.delete(id: hosted.id)], of: hosted)
         switch committed {
-        case .durable:
+        case .durable, .deleted:
             if store.remove(hosted.id) != nil {
                 await hosted.navigation.end(reason)
                 memory.sessionEnded()
@@ -230,6 +232,7 @@ final class APIHandler: HTTPHandler {
     func release(_ id: String, olderThan epoch: Int) {
         claims.heard(id, epoch: epoch)
         guard let hosted = store.remove(id, olderThan: epoch) else { return }
+        hosted.markLetGo()
         memory.sessionEnded()
         if SessionEpoch.isGone(epoch) {
             Task { await hosted.navigation.end(epoch == SessionEpoch.expired ? .expired : .deleted) }
@@ -344,7 +347,8 @@ final class APIHandler: HTTPHandler {
         case (.session, "DELETE"):
             Task(executorPreference: answer.executor) { [self] in
                 switch await end(hosted, .deleted) {
-                case .durable: answer.send(HTTPResponse(status: 204))
+                // Deleted meanwhile by another node: deleted, as asked.
+                case .durable, .deleted: answer.send(HTTPResponse(status: 204))
                 case .failed: answer.fail(APIError(.storageUnavailable))
                 case .lost: answer.fail(.unknownSession(hosted.id))
                 }
@@ -515,7 +519,12 @@ final class APIHandler: HTTPHandler {
     static func attachEvents(_ hosted: HostedSession, to session: isolated NavigationSession) {
         let events = hosted.events
         session.onEvents { events.publish($0) }
-        session.onRollback { events.closeAll() }
+        // Weakly: the session holds this handler, and the hosted session holds the session.
+        session.onRollback { [weak hosted] in
+            // A write refused because the session was let go: closing (or `end`) is the
+            // letting go's to do; a deletion's `end` must not be lost to a close without it.
+            if hosted?.isLetGo != true { events.closeAll() }
+        }
     }
 
     static func wallClock() -> Double {

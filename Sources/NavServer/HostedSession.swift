@@ -40,6 +40,13 @@ final class HostedSession: Sendable {
     /// Around a deletion's commit: `true` before, `false` after one that did not delete it.
     func markEnding(_ ending: Bool) { endings.add(ending ? 1 : -1, ordering: .acquiringAndReleasing) }
 
+    private let letGo = Atomic<Bool>(false)
+    /// Whether this node let the session go (another node took it over, or it was deleted
+    /// there): its streams are closed, or ended, by that, not by a rollback of a write the
+    /// store refused for the same reason.
+    var isLetGo: Bool { letGo.load(ordering: .acquiring) }
+    func markLetGo() { letGo.store(true, ordering: .releasing) }
+
     /// In the store: a session missing from it now was deleted, not still being created.
     var isStored: Bool { stored.load(ordering: .acquiring) }
 

@@ -253,15 +253,22 @@ public final class NavigationServer: Sendable {
                 }
             }
         }
-        // Once a second: memory of ended sessions back to the system, and a failing (or quiet shared) store probed.
+        // Once a second: memory of ended sessions back to the system…
         let trimmer = Task.detached {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 handler.memory.returnIfSessionsEnded()
+            }
+        }
+        // …and, apart from it (a probe may wait on a store that does not answer), a failing
+        // store probed, or a quiet shared one.
+        let prober = Task.detached {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
                 await handler.persistence.probeIfNeeded()
             }
         }
-        housekeeping.withLock { $0 = [heartbeat, reaper, sweeper, trimmer] }
+        housekeeping.withLock { $0 = [heartbeat, reaper, sweeper, trimmer, prober] }
         handler.log.startWriting()
     }
 
@@ -275,6 +282,8 @@ public final class NavigationServer: Sendable {
     /// an outage of the database, every node's record is older than the TTL allows, sessions in
     /// use included, until each node has recorded again, which takes every node at most a
     /// round once the database answers. One round more is the margin for rounds out of phase.
+    /// A node cut off from the database alone records nothing, and is taken for gone once its
+    /// sessions' records pass the TTL (it cannot commit them either).
     static let recordsBeforeDeleting = 2
 
     /// On a shared store, sessions that no node holds expire too (their node is gone, or no

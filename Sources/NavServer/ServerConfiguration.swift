@@ -242,8 +242,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `--help` of a server named `program` (its executable), described by the lines `about`:
     /// the server's options, then the host's.
     public static func help<Settings>(program: String, about: [String], adding extra: [ConfigurationOption<Settings>]) -> String {
-        var lines = about + [
-            "",
+        var lines = about + (about.isEmpty ? [] : [""]) + [
             "usage: \(program) [options]",
             "       \(program) --check-health   (exit 0 if the server on --host/--port answers /healthz)",
             "",

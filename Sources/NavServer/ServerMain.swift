@@ -19,6 +19,10 @@ import Synchronization
 /// held from the first instruction (one that comes while the server starts is not lost), the
 /// shutdown on threads of its own rather than behind queued requests, glibc's allocator cache
 /// sized for the event loops.
+///
+/// Call it first in `main`: to size that cache, a process started without
+/// `glibc.malloc.tcache_count` in `GLIBC_TUNABLES` starts itself once more, in place (same
+/// process id and arguments, open descriptors kept), so whatever runs before it runs twice.
 public enum ServerMain {
     /// Runs a server named `program` (its executable) at `version`, hosting what `features`
     /// returns; `about` describes it in `--help`. Never returns.

@@ -44,9 +44,11 @@ final class SessionPersistence: Sendable {
         lost.withLock { $0 = body }
     }
 
-    /// A write of epoch `epoch` was fenced off.
-    fileprivate func fencedOff(_ id: String, epoch: Int) {
-        lost.withLock { $0 }?(id, epoch + 1)
+    /// A write of epoch `epoch` was fenced off: taken over, or, when `deleted`, the session is
+    /// gone from the store (its holders end it, `end` on their streams, as on the announcement
+    /// of the deletion, which may come later).
+    fileprivate func fencedOff(_ id: String, epoch: Int, deleted: Bool) {
+        lost.withLock { $0 }?(id, deleted ? SessionEpoch.deleted : epoch + 1)
     }
 
     /// Counts a session let go because another node took it over.
@@ -61,6 +63,9 @@ final class SessionPersistence: Sendable {
         case failed
         /// Another node owns the session now: nothing was written.
         case lost
+        /// The session is gone from the store (deleted elsewhere, or expired): nothing was
+        /// written.
+        case deleted
     }
 
     /// Commits `writes` of `hosted`'s, fenced with its epoch on a shared store, and waits.
@@ -69,8 +74,11 @@ final class SessionPersistence: Sendable {
         let fenced = hosted.epoch.map { [StoreWrite.fence(id: hosted.id, epoch: $0)] + writes } ?? writes
         return await withCheckedContinuation { (done: CheckedContinuation<Committed, Never>) in
             storage.commit(fenced) { [self] result in
-                if case .failure(.fenced) = result { return done.resume(returning: .lost) }
-                done.resume(returning: noted(result) ? .durable : .failed)
+                switch result {
+                case .failure(.fenced): done.resume(returning: .lost)
+                case .failure(.deleted): done.resume(returning: .deleted)
+                default: done.resume(returning: noted(result) ? .durable : .failed)
+                }
             }
         }
     }
@@ -99,14 +107,15 @@ final class SessionPersistence: Sendable {
         _ = await commit([.probe])
     }
 
-    /// Records whether a commit worked, for readiness. A fenced write is no failure of the store.
+    /// Records whether a commit worked, for readiness. A fenced write, or one of a session
+    /// deleted meanwhile, is no failure of the store.
     func noted(_ result: Result<Void, StorageError>) -> Bool {
         lastOutcome.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
         switch result {
         case .success:
             failing.store(false, ordering: .relaxed)
             return true
-        case .failure(.fenced):
+        case .failure(.fenced), .failure(.deleted):
             return false
         case .failure:
             failing.store(true, ordering: .relaxed)
@@ -365,7 +374,11 @@ private final class StorageJournal: SessionJournal {
             if case .failure = result { failedGeneration.withLock { $0 = max($0 ?? generation, generation) } }
             // Let go before the session hears of the failure, so the request it fails finds the
             // session gone and answers as this node would for a session it never had.
-            if case .failure(.fenced) = result, let epoch { persistence.fencedOff(id, epoch: epoch) }
+            switch result {
+            case .failure(.fenced): if let epoch { persistence.fencedOff(id, epoch: epoch, deleted: false) }
+            case .failure(.deleted): if let epoch { persistence.fencedOff(id, epoch: epoch, deleted: true) }
+            default: break
+            }
             // The session hears of it on its own executor (its event loop), handed over with the
             // rest of the commit's answers (`GroupCommit.CompletionRound`).
             completion(persistence.noted(result))

@@ -182,23 +182,25 @@ public final class PostgresSessionStore: SharedSessionStorage {
                       commitTogether: { [self] requests in commitTogether(requests) }, afterRound: { [self] in measureSize(force: false) })
     }
 
-    private func commitTogether(_ requests: [[StoreWrite]]) -> Result<[Bool], StorageError> {
+    private func commitTogether(_ requests: [[StoreWrite]]) -> Result<[GroupCommit.Verdict], StorageError> {
         let started = ContinuousClock.now
-        let result = connection.withLock { connection -> Result<[Bool], StorageError> in
+        let result = connection.withLock { connection -> Result<[GroupCommit.Verdict], StorageError> in
             guard let connection else { return .failure(.unavailable("the store is closed")) }
             do throws(PostgresConnection.Failure) {
                 try connection.reconnectIfNeeded()
                 // Returns once the commit record is flushed: synchronous_commit = on.
-                return .success(try connection.transaction { () throws(PostgresConnection.Failure) -> [Bool] in
+                return .success(try connection.transaction { () throws(PostgresConnection.Failure) -> [GroupCommit.Verdict] in
                     let epochs = try lockFenced(requests, in: connection)
-                    let written = requests.map { request -> Bool in
-                        guard case .fence(let id, let epoch)? = request.first else { return true }
-                        return epochs[id] == epoch
+                    let verdicts = requests.map { request -> GroupCommit.Verdict in
+                        guard case .fence(let id, let epoch)? = request.first else { return .written }
+                        // No row: deleted, which its holder must tell from a takeover.
+                        guard let current = epochs[id] else { return .deleted }
+                        return current == epoch ? .written : .fenced
                     }
-                    for (request, written) in zip(requests, written) where written {
+                    for (request, verdict) in zip(requests, verdicts) where verdict == .written {
                         for write in request { try apply(write, to: connection) }
                     }
-                    return written
+                    return verdicts
                 })
             } catch {
                 return .failure(.unavailable("PostgreSQL: \(error)"))
@@ -456,7 +458,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
 
     // MARK: - Statistics and closing
 
-    private func record(_ result: Result<[Bool], StorageError>, requests: Int, seconds: Double) {
+    private func record(_ result: Result<[GroupCommit.Verdict], StorageError>, requests: Int, seconds: Double) {
         counters.withLock { statistics in
             guard case .success = result else {
                 statistics.failedCommits += 1

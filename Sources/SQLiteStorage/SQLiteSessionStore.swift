@@ -253,9 +253,9 @@ public final class SQLiteSessionStore: SessionStorage {
     }
 
     /// Every request is written: one node owns every session, so nothing is fenced.
-    private func commitTogether(_ requests: [[StoreWrite]]) -> Result<[Bool], StorageError> {
+    private func commitTogether(_ requests: [[StoreWrite]]) -> Result<[GroupCommit.Verdict], StorageError> {
         let started = ContinuousClock.now
-        let result = open.withLock { open -> Result<[Bool], StorageError> in
+        let result = open.withLock { open -> Result<[GroupCommit.Verdict], StorageError> in
             guard var current = open.take() else { return .failure(.unavailable("the store is closed")) }
             defer { open = current }
             do throws(SQLiteDatabase.Failure) {
@@ -272,7 +272,7 @@ public final class SQLiteSessionStore: SessionStorage {
                 }
                 current.journal.keepChanges()
                 giveBackFreePages(current.database)
-                return .success(Array(repeating: true, count: requests.count))
+                return .success(Array(repeating: .written, count: requests.count))
             } catch {
                 return .failure(.unavailable(error.description))
             }
@@ -373,7 +373,7 @@ public final class SQLiteSessionStore: SessionStorage {
 
     // MARK: - Statistics and closing
 
-    private func record(_ result: Result<[Bool], StorageError>, requests: Int, seconds: Double) {
+    private func record(_ result: Result<[GroupCommit.Verdict], StorageError>, requests: Int, seconds: Double) {
         counters.withLock { statistics in
             guard case .success = result else {
                 statistics.failedCommits += 1

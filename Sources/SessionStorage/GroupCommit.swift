@@ -16,8 +16,17 @@ import Synchronization
 public final class GroupCommit: Sendable {
     public typealias Completion = @Sendable (Result<Void, StorageError>) -> Void
     /// Writes every request's writes, in order, in one transaction; on success, for each
-    /// request, whether it was written (false: its fence did not hold, and none of it was).
-    public typealias Committer = @Sendable (_ requests: [[StoreWrite]]) -> Result<[Bool], StorageError>
+    /// request, what became of it.
+    public typealias Committer = @Sendable (_ requests: [[StoreWrite]]) -> Result<[Verdict], StorageError>
+
+    /// What a commit did with one request.
+    public enum Verdict: Sendable, Equatable {
+        case written
+        /// Its fence did not hold, and none of it was written: another node took the session over…
+        case fenced
+        /// …or the session is gone from the store.
+        case deleted
+    }
 
     private struct Request: Sendable {
         let writes: [StoreWrite]
@@ -85,13 +94,16 @@ public final class GroupCommit: Sendable {
         writer.sync {}
     }
 
-    private static func outcome(_ written: Bool, _ request: Request) -> Result<Void, StorageError> {
-        guard !written else { return .success(()) }
+    private static func outcome(_ verdict: Verdict, _ request: Request) -> Result<Void, StorageError> {
         let fenced = request.writes.first.flatMap { write -> String? in
             if case .fence(let id, _) = write { return id }
             return nil
         }
-        return .failure(.fenced(fenced ?? ""))
+        switch verdict {
+        case .written: return .success(())
+        case .fenced: return .failure(.fenced(fenced ?? ""))
+        case .deleted: return .failure(.deleted(fenced ?? ""))
+        }
     }
 
     /// Commits everything that is pending, one transaction per round, until nothing is.
@@ -113,11 +125,11 @@ public final class GroupCommit: Sendable {
     }
 
     /// Answers every request of a commit, in order.
-    private func complete(_ admitted: [Request], _ result: Result<[Bool], StorageError>, _ commitTogether: Committer) {
+    private func complete(_ admitted: [Request], _ result: Result<[Verdict], StorageError>, _ commitTogether: Committer) {
         switch result {
-        case .success(let written):
+        case .success(let verdicts):
             completionRound {
-                for (request, written) in zip(admitted, written) { request.completion(Self.outcome(written, request)) }
+                for (request, verdict) in zip(admitted, verdicts) { request.completion(Self.outcome(verdict, request)) }
             }
         case .failure where admitted.count > 1:
             // One request's bad write must not fail its neighbours': on failure, each
@@ -125,7 +137,7 @@ public final class GroupCommit: Sendable {
             // again, since a failure just before may be one it depends on. Each is answered
             // as its own commit ends, not after every other's.
             for request in admitted where request.admitted() {
-                let result = commitTogether([request.writes]).flatMap { Self.outcome($0.first ?? false, request) }
+                let result = commitTogether([request.writes]).flatMap { Self.outcome($0.first ?? .fenced, request) }
                 completionRound { request.completion(result) }
             }
         case .failure(let error):

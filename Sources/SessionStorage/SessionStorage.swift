@@ -257,15 +257,19 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotOpen(String)
     /// The disk is full or an I/O error happened; the batch was rolled back.
     case unavailable(String)
-    /// Another node took the session over (its epoch moved on, or it is gone): nothing of the
-    /// request was written, and this node must let the session go.
+    /// Another node took the session over (its epoch moved on): nothing of the request was
+    /// written, and this node must let the session go.
     case fenced(String)
+    /// The session is gone from the shared store (deleted by another node, or expired by its
+    /// sweep): nothing of the request was written, and this node must end the session.
+    case deleted(String)
 
     public var description: String {
         switch self {
         case .cannotOpen(let reason): "cannot open the session store: \(reason)"
         case .unavailable(let reason): "the session store is unavailable: \(reason)"
         case .fenced(let id): "another node owns session \(id) now"
+        case .deleted(let id): "session \(id) was deleted"
         }
     }
 }

@@ -18,7 +18,10 @@ struct FencingTests {
     /// connection is down), so the fence alone must stop them.
     /// `gate`: each claim, once committed, waits for a signal before the node gets it.
     /// `outage`: while it is on, the node's commits and sweeps fail as when the database does not answer.
+    /// `hearsLate`: announcements reach the node that much late (a NOTIFY in flight, a listener
+    /// reconnecting). `maxSessions`: the node's session limit.
     static func node(_ url: String, deaf: Bool = false, gate: DispatchSemaphore? = nil, outage: StoreOutage? = nil,
+                     hearsLate: Duration? = nil, maxSessions: Int? = nil,
                      idleSessionTTL: Duration? = .seconds(3600)) async throws -> TestServer {
         var configuration = ServerConfiguration()
         configuration.store = .postgres
@@ -26,12 +29,13 @@ struct FencingTests {
         // libpq's connect blocks: off the cooperative pool, which other tests' servers share.
         let settings = configuration
         let opened = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
-        let storage: any SharedSessionStorage = deaf || gate != nil || outage != nil
-            ? Interfered(opened, deaf: deaf, gate: gate, outage: outage) : opened
+        let storage: any SharedSessionStorage = deaf || gate != nil || outage != nil || hearsLate != nil
+            ? Interfered(opened, deaf: deaf, gate: gate, outage: outage, hearsLate: hearsLate) : opened
         return try await TestServer(storage: storage) {
             $0.store = .postgres
             $0.databaseURL = url
             $0.idleSessionTTL = idleSessionTTL
+            $0.maxSessions = maxSessions
         }
     }
 
@@ -236,6 +240,56 @@ struct FencingTests {
         await other.stop()
     }
 
+    /// The holder hears of a deletion late, and meanwhile writes the session: the write finds
+    /// the row gone, which is a deletion, not a takeover, so its streams still get `end`.
+    @Test func aWriteThatFindsTheSessionDeletedEndsItsStreamsWithEnd() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let holder = try await Self.node(url, hearsLate: .milliseconds(1500))
+        let other = try await Self.node(url)
+        let (id, token) = try await holder.session("counter")
+        let stream = try await Self.openStream(on: holder, id, token: token)
+        #expect(try await other.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
+        let acted = try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(acted.status == 404, "nothing was written: \(acted.text)")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end" && closing.last?.data["reason"] == "deleted", "\(closing.map(\.name))")
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await holder.client().request("GET", "/metrics").text.contains("navd_sessions_released_total 0\n"),
+                "a deletion is no takeover, heard late or not")
+        await holder.stop()
+        await other.stop()
+    }
+
+    /// A `DELETE` on the holder races one through another node: whichever is first, the session
+    /// is deleted as both asked, and the holder's streams get `end`.
+    @Test func aDeleteRacingOneOnAnotherNodeIsDeletedAsAsked() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let holder = try await Self.node(url, hearsLate: .milliseconds(1500))
+        let other = try await Self.node(url)
+        let (id, token) = try await holder.session("counter")
+        let stream = try await Self.openStream(on: holder, id, token: token)
+        let remote = try await other.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        let local = try await holder.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        #expect(remote.status == 204 && local.status == 204, "\(remote.status) \(local.status) \(local.text)")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end" && closing.last?.data["reason"] == "deleted", "\(closing.map(\.name))")
+        await holder.stop()
+        await other.stop()
+    }
+
+    /// A full node takes no session over, but deleting one frees room and needs none.
+    @Test func aFullNodeStillDeletesASessionItDoesNotHold() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let holder = try await Self.node(url)
+        let full = try await Self.node(url, maxSessions: 1)
+        let (id, token) = try await holder.session("counter")
+        _ = try await full.session("counter")
+        let deleted = try await full.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        #expect(deleted.status == 204, "\(deleted.text)")
+        await holder.stop()
+        await full.stop()
+    }
+
     /// A session another node's sweep deleted (its holder could not record its use) ends where
     /// it is held, as expired.
     @Test func aSessionSweptElsewhereEndsItsStreamsAsExpired() async throws {
@@ -337,18 +391,21 @@ final class StoreOutage: Sendable {
 
 /// A shared store with a fault put in: `deaf`, the node never hears of other nodes' claims;
 /// with a `gate`, its first claim, once committed, reaches the node only when the test says so;
-/// with an `outage`, its commits and sweeps fail while the test says so.
+/// with an `outage`, its commits and sweeps fail while the test says so; `hearsLate`, it hears
+/// announcements that much late.
 private final class Interfered: SharedSessionStorage {
     let store: any SharedSessionStorage
     let deaf: Bool
     let gate: DispatchSemaphore?
     let outage: StoreOutage?
+    let hearsLate: Duration?
     let gated = Atomic<Bool>(false)
-    init(_ store: any SharedSessionStorage, deaf: Bool, gate: DispatchSemaphore?, outage: StoreOutage?) {
+    init(_ store: any SharedSessionStorage, deaf: Bool, gate: DispatchSemaphore?, outage: StoreOutage?, hearsLate: Duration?) {
         self.store = store
         self.deaf = deaf
         self.gate = gate
         self.outage = outage
+        self.hearsLate = hearsLate
     }
 
     func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try store.load(each) }
@@ -370,7 +427,13 @@ private final class Interfered: SharedSessionStorage {
         store.delete(id, authorize: authorize, completion: completion)
     }
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {
-        if !deaf { store.onTakeover(held: held, body) }
+        guard !deaf else { return }
+        guard let hearsLate else { return store.onTakeover(held: held, body) }
+        let (seconds, attoseconds) = hearsLate.components
+        let late = DispatchTimeInterval.milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+        store.onTakeover(held: held) { id, epoch in
+            DispatchQueue.global().asyncAfter(deadline: .now() + late) { body(id, epoch) }
+        }
     }
     func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
         guard let outage else { return store.sweep(inUse: inUse, idle: idle, completion: completion) }

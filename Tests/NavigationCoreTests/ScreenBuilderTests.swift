@@ -168,6 +168,28 @@ private struct Label: Codable, Equatable, Sendable {
         #expect(state["draft"] == .string("abc"))
     }
 
+    /// A value with an `id` is keyed by it even when its sheet binds a field: an edit never
+    /// changes the id, and another value in the slot (another contact) is another presentation.
+    @Test func anIdentifiedValueEditedThroughABindingIsStillKeyedByItsID() async throws {
+        let editor = Screen<Book>("bookEditor", make: { Book(id: "", title: "") }) {
+            Field("id", \.id)
+            Field("title", \.title, bindable: true)
+        }
+        let screen = Screen<Shelf>("editingShelf", make: { Shelf() }) {
+            PresentationSlot.item("picked", style: .sheet, \.picked, screen: editor)
+            Action.sync("pickOther") { $0.picked = Book(id: "b", title: "B") }
+        }
+        let session = try FeatureCatalog(hosting: [.init(screen)])
+            .makeSession(feature: "editingShelf", state: try JSONParser.parse(#"{"picked":{"id":"a","title":"A"}}"#))
+        let (typed, other) = try await session.run { session throws(NavigationError) in
+            let sheet = Self.presentation("picked", session) ?? "?"
+            let typed = try session.bind(target: sheet, field: "title", value: .string("Ab")).events.map(\.kind.rawValue)
+            return (typed, try session.perform(target: "root", action: "pickOther", arguments: nil).events.map(\.kind.rawValue))
+        }
+        #expect(typed == ["state"])
+        #expect(other == ["dismiss", "present"])
+    }
+
     /// An alert button's id is what clients send back: its lowercased label unless it declares
     /// one, so a label can be reworded or translated without changing the wire.
     @Test func anAlertButtonMayKeepItsIDWhateverItsLabel() async throws {

@@ -13,7 +13,7 @@ import Testing
     /// Submits `count` requests, the first alone and the rest while its commit is held up, so
     /// they share the next; `outcome` says how a commit of so many requests goes. Returns what
     /// happened, in order: commits, rounds and the requests answered with success.
-    private func run(_ count: Int, outcome: @escaping @Sendable (Int) -> Result<[Bool], StorageError>) async -> [String] {
+    private func run(_ count: Int, outcome: @escaping @Sendable (Int) -> Result<[GroupCommit.Verdict], StorageError>) async -> [String] {
         let log = Mutex<[String]>([])
         let firstStarted = Atomic<Bool>(false)
         let releaseFirst = Atomic<Bool>(false)
@@ -47,7 +47,7 @@ import Testing
     }
 
     @Test func requestsWaitingBehindACommitShareTheNextAndAreAnsweredInOneRound() async {
-        let log = await run(5) { .success(Array(repeating: true, count: $0)) }
+        let log = await run(5) { .success(Array(repeating: .written, count: $0)) }
         #expect(log == [
             "commit of 1", "round begins", "answer 0", "round ends",
             "commit of 4", "round begins", "answer 1", "answer 2", "answer 3", "answer 4", "round ends",
@@ -58,7 +58,7 @@ import Testing
     /// commit ends, in a round of its own, not after every other request's.
     @Test func afterAFailedBatchEachRequestIsAnsweredAsItsOwnCommitEnds() async {
         // A batch of several fails (one bad write among them); alone, each is written.
-        let log = await run(3) { $0 > 1 ? .failure(.unavailable("one bad write")) : .success([true]) }
+        let log = await run(3) { $0 > 1 ? .failure(.unavailable("one bad write")) : .success([.written]) }
         #expect(log == [
             "commit of 1", "round begins", "answer 0", "round ends",
             "commit of 2",

@@ -142,7 +142,8 @@ struct PostgresOwnershipTests {
         for table in ["navd_sessions", "navd_transactions", "navd_events"] {
             #expect(try await query(url, "SELECT count(*) FROM \(table)") == ["0"], "\(table) keeps a deleted session")
         }
-        #expect(await commit(holder, step(2, epoch: SessionEpoch.created)) == .fenced(Self.id), "the holder writes it no more")
+        #expect(await commit(holder, step(2, epoch: SessionEpoch.created)) == .deleted(Self.id),
+                "the holder writes it no more, and learns it is deleted, not taken over")
         #expect(try await delete(deleter) == .notFound)
     }
 

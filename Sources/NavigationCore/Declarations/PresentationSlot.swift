@@ -50,9 +50,9 @@ public struct PresentationSlot<Owner>: Sendable {
     ///   - ownerCodec: how the owner's state codes the value, where not as the screen's state (a
     ///     text edited in a sheet is a string in its owner and `{"text": …}` on its own screen).
     ///   - identity: what makes it a different presentation; by default rule 1's: a model's
-    ///     object; for a value whose screen binds a field (a sheet that edits the very value it
-    ///     unwraps), its presence, so typing never re-presents it; else a value's `id`, else the
-    ///     value itself.
+    ///     object, a value's `id`; without one, a value whose screen binds a field (a sheet that
+    ///     edits the very text it unwraps) is keyed by its presence, so typing never re-presents
+    ///     it, and any other by the value itself.
     public static func item<Child>(
         _ name: String,
         style: PresentationStyle,
@@ -131,15 +131,20 @@ public struct PresentationSlot<Owner>: Sendable {
 }
 
 extension Screen {
-    /// Rule 1 for a value presented by unwrapping an optional: edited through a binding of its
-    /// screen, it is the same presentation for as long as it is there (its edits write straight
-    /// back into the optional, and must not dismiss and present it again); otherwise as
-    /// ``defaultIdentity`` says.
+    /// Rule 1 for a value presented by unwrapping an optional: its `id` when it has one (an edit
+    /// never changes it); without one, edited through a binding of its screen, it is the same
+    /// presentation for as long as it is there (its edits write straight back into the
+    /// optional, and must not dismiss and present it again); otherwise the whole value.
     var unwrappedIdentity: @Sendable (Subject) -> Identity {
-        let identified = defaultIdentity
-        guard !(Subject.self is AnyClass) else { return identified }
-        // Read when first asked, not now: a recursive screen's body is declared after this slot.
-        return { [self] child in body.fields.contains(where: \.isBindable) ? .presence : identified(child) }
+        guard !(Subject.self is AnyClass) else { return defaultIdentity }
+        let codec = codec
+        // The body is read when first asked, not now: a recursive screen's is declared after
+        // this slot.
+        return { [self] child in
+            let state = codec.encode(child)
+            if case .object(let fields) = state, let id = fields["id"] { return .value(id) }
+            return body.fields.contains(where: \.isBindable) ? .presence : .value(state)
+        }
     }
 
     /// Rule 1 for a presentation that declares no identity: a model is its object; a value is its
