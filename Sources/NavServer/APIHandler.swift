@@ -211,7 +211,9 @@ final class APIHandler: HTTPHandler {
         let committed = await persistence.commit([.delete(id: hosted.id)], of: hosted)
         switch committed {
         case .durable, .deleted:
-            if store.remove(hosted.id) != nil {
+            // This very copy: `.deleted` may answer a copy let go and claimed again meanwhile,
+            // whose successor the announcement of the deletion ends.
+            if store.remove(identical: hosted) {
                 await hosted.navigation.end(reason)
                 memory.sessionEnded()
             }
@@ -231,8 +233,13 @@ final class APIHandler: HTTPHandler {
     /// for it here claims it again. After a deletion the session is over: its streams get `end`.
     func release(_ id: String, olderThan epoch: Int) {
         claims.heard(id, epoch: epoch)
-        guard let hosted = store.remove(id, olderThan: epoch) else { return }
-        hosted.markLetGo()
+        guard let hosted = store.remove(id, olderThan: epoch) else {
+            // A deletion this node has under way ends the session itself, with `end`: the
+            // rollback of a write refused for the same deletion must not close the streams first.
+            if SessionEpoch.isGone(epoch), let held = store.session(id), held.isEnding { held.markLetGo(deleted: true) }
+            return
+        }
+        hosted.markLetGo(deleted: SessionEpoch.isGone(epoch))
         memory.sessionEnded()
         if SessionEpoch.isGone(epoch) {
             Task { await hosted.navigation.end(epoch == SessionEpoch.expired ? .expired : .deleted) }
@@ -491,9 +498,9 @@ final class APIHandler: HTTPHandler {
         if lifecycle.isShuttingDown {
             // A session the shutdown just ended or suspended is not gone: try again later.
             answer.fail(.shuttingDown)
-        } else if hosted.epoch != nil, store.session(hosted.id) !== hosted {
-            // Another node took it over and this write was fenced off: nothing changed,
-            // and this node answers as for a session it never had.
+        } else if hosted.epoch != nil, store.session(hosted.id) !== hosted || hosted.isLetGo {
+            // Another node took it over, or deleted it, and this write was fenced off: nothing
+            // changed, and this node answers as for a session it never had.
             answer.fail(.unknownSession(hosted.id))
         } else {
             answer.fail(APIError(error))
@@ -623,9 +630,12 @@ final class APIHandler: HTTPHandler {
                 case .resume(let missed):
                     first += ServerSentEvents.frames(missed)
                     events.add(stream, first: first, events: missed.count, through: through, tally: tally)
+                    // Attached after the takeover's last close: closed now, to reconnect elsewhere.
+                    if hosted.wasTakenOver { stream.close() }
                 case .snapshot(let snapshot):
                     ServerSentEvents.append(snapshot, to: &first)
                     events.add(stream, first: first, events: 1, through: through, tally: tally)
+                    if hosted.wasTakenOver { stream.close() }
                 case .ended(let end):
                     // Deleted while this request was on its way: say so, and close.
                     ServerSentEvents.append(end, to: &first)

@@ -40,12 +40,16 @@ final class HostedSession: Sendable {
     /// Around a deletion's commit: `true` before, `false` after one that did not delete it.
     func markEnding(_ ending: Bool) { endings.add(ending ? 1 : -1, ordering: .acquiringAndReleasing) }
 
-    private let letGo = Atomic<Bool>(false)
+    /// Why this node let the session go, if it did: 1 taken over, 2 deleted.
+    private let letGo = Atomic<Int>(0)
     /// Whether this node let the session go (another node took it over, or it was deleted
     /// there): its streams are closed, or ended, by that, not by a rollback of a write the
     /// store refused for the same reason.
-    var isLetGo: Bool { letGo.load(ordering: .acquiring) }
-    func markLetGo() { letGo.store(true, ordering: .releasing) }
+    var isLetGo: Bool { letGo.load(ordering: .acquiring) != 0 }
+    /// Whether it was let go because another node took it over: a stream that attaches to
+    /// this copy afterwards must close at once, so its client reconnects to the new owner.
+    var wasTakenOver: Bool { letGo.load(ordering: .acquiring) == 1 }
+    func markLetGo(deleted: Bool) { letGo.store(deleted ? 2 : 1, ordering: .releasing) }
 
     /// In the store: a session missing from it now was deleted, not still being created.
     var isStored: Bool { stored.load(ordering: .acquiring) }
@@ -145,6 +149,15 @@ final class SessionStore: Sendable {
     @discardableResult
     func remove(_ id: String) -> HostedSession? {
         sessions.withLock { $0.removeValue(forKey: id) }
+    }
+
+    /// Removes `hosted` if it is the copy held now (not an older one, let go and claimed again).
+    func remove(identical hosted: HostedSession) -> Bool {
+        sessions.withLock { sessions in
+            guard sessions[hosted.id] === hosted else { return false }
+            sessions[hosted.id] = nil
+            return true
+        }
     }
 
     /// Removes session `id` if it is held with an epoch under `epoch`; not for a deletion while

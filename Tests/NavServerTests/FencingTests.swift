@@ -19,9 +19,10 @@ struct FencingTests {
     /// `gate`: each claim, once committed, waits for a signal before the node gets it.
     /// `outage`: while it is on, the node's commits and sweeps fail as when the database does not answer.
     /// `hearsLate`: announcements reach the node that much late (a NOTIFY in flight, a listener
-    /// reconnecting). `maxSessions`: the node's session limit.
+    /// reconnecting). `maxSessions`: the node's session limit. `deletions`: how the node's
+    /// deleting commits are held or paired (see `DeletionTiming`).
     static func node(_ url: String, deaf: Bool = false, gate: DispatchSemaphore? = nil, outage: StoreOutage? = nil,
-                     hearsLate: Duration? = nil, maxSessions: Int? = nil,
+                     hearsLate: Duration? = nil, maxSessions: Int? = nil, deletions: DeletionTiming? = nil,
                      idleSessionTTL: Duration? = .seconds(3600)) async throws -> TestServer {
         var configuration = ServerConfiguration()
         configuration.store = .postgres
@@ -29,8 +30,8 @@ struct FencingTests {
         // libpq's connect blocks: off the cooperative pool, which other tests' servers share.
         let settings = configuration
         let opened = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
-        let storage: any SharedSessionStorage = deaf || gate != nil || outage != nil || hearsLate != nil
-            ? Interfered(opened, deaf: deaf, gate: gate, outage: outage, hearsLate: hearsLate) : opened
+        let storage: any SharedSessionStorage = deaf || gate != nil || outage != nil || hearsLate != nil || deletions != nil
+            ? Interfered(opened, deaf: deaf, gate: gate, outage: outage, hearsLate: hearsLate, deletions: deletions) : opened
         return try await TestServer(storage: storage) {
             $0.store = .postgres
             $0.databaseURL = url
@@ -277,6 +278,55 @@ struct FencingTests {
         await other.stop()
     }
 
+    /// The holder's own `DELETE` is under way when a write of the session, refused because
+    /// another node deleted it, is answered just before it: the refused write's rollback must not
+    /// close the streams before the holder's `end`.
+    @Test func aWriteRefusedAsDeletedDuringTheHoldersOwnDeleteLeavesTheEndToIt() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let holder = try await Self.node(url, hearsLate: .milliseconds(3000), deletions: DeletionTiming(pairs: true))
+        let other = try await Self.node(url)
+        let (id, token) = try await holder.session("counter")
+        let stream = try await Self.openStream(on: holder, id, token: token)
+        #expect(try await other.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
+        let acting = Task { try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment) }
+        try await Task.sleep(for: .milliseconds(500))
+        let local = try await holder.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        let acted = try await acting.value
+        #expect(local.status == 204, "\(local.status) \(local.text)")
+        #expect(acted.status == 404, "nothing was written, and the session is gone: \(acted.status) \(acted.text)")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end" && closing.last?.data["reason"] == "deleted", "\(closing.map(\.name))")
+        await holder.stop()
+        await other.stop()
+    }
+
+    /// A node's `DELETE` of a copy it has since let go and claimed back finds the row deleted by
+    /// another node: it must not take the copy held now out of the store without ending it; the
+    /// announcement of the deletion ends that one, with `end`.
+    @Test func aStaleDeleteFindingTheRowGoneLeavesTheCopyHeldNowToTheAnnouncement() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let timing = DeletionTiming(holdsFirst: true)
+        let a = try await Self.node(url, hearsLate: .milliseconds(1500), deletions: timing)
+        let b = try await Self.node(url)
+        let (id, token) = try await a.session("counter")
+        let auth = [("Authorization", "Bearer \(token)")]
+        let deleting = Task { try await a.client().request("DELETE", "/sessions/\(id)", headers: auth) }
+        #expect(await Self.eventually { timing.isHolding })
+        #expect(try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment).status == 200)
+        try await Task.sleep(for: .milliseconds(2500))   // a hears of b's claim and lets its copy go
+        let stream = try await Self.openStream(on: a, id, token: token)   // a claims it back, epoch 3
+        #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["3"])
+        try await Task.sleep(for: .milliseconds(500))   // b hears of a's claim
+        #expect(try await b.client().request("DELETE", "/sessions/\(id)", headers: auth).status == 204)
+        timing.release()
+        #expect(try await deleting.value.status == 204, "deleted, as asked")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end" && closing.last?.data["reason"] == "deleted", "\(closing.map(\.name))")
+        #expect(try await a.client().request("GET", "/metrics").text.contains("navd_sessions_open 0\n"))
+        await a.stop()
+        await b.stop()
+    }
+
     /// A full node takes no session over, but deleting one frees room and needs none.
     @Test func aFullNodeStillDeletesASessionItDoesNotHold() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
@@ -382,6 +432,35 @@ struct FencingTests {
     }
 }
 
+/// How a node's deleting commits are timed: with `holdsFirst`, its first is held until
+/// `release()`; with `pairs`, a write refused as deleted is answered just before its DELETE.
+final class DeletionTiming: Sendable {
+    let holdsFirst: Bool
+    let pairs: Bool
+    private let held = Mutex<(used: Bool, submit: (@Sendable () -> Void)?)>((false, nil))
+    private let kept = Mutex<(@Sendable () -> Void)?>(nil)
+
+    init(holdsFirst: Bool = false, pairs: Bool = false) {
+        self.holdsFirst = holdsFirst
+        self.pairs = pairs
+    }
+
+    /// Keeps `submit` for `release()` if this is the first deletion to hold; false otherwise.
+    func hold(_ submit: @escaping @Sendable () -> Void) -> Bool {
+        guard holdsFirst else { return false }
+        return held.withLock { held in
+            guard !held.used else { return false }
+            held = (true, submit)
+            return true
+        }
+    }
+
+    var isHolding: Bool { held.withLock { $0.submit != nil } }
+    func release() { held.withLock { $0.submit.take() }?() }
+    func keep(_ answer: @escaping @Sendable () -> Void) { kept.withLock { $0 = answer } }
+    func answerKept() { kept.withLock { $0.take() }?() }
+}
+
 /// Commits and sweeps of a node that fail while `failing` is on, as while the database is
 /// unreachable; `recorded` counts the sweeps that were made.
 final class StoreOutage: Sendable {
@@ -392,26 +471,40 @@ final class StoreOutage: Sendable {
 /// A shared store with a fault put in: `deaf`, the node never hears of other nodes' claims;
 /// with a `gate`, its first claim, once committed, reaches the node only when the test says so;
 /// with an `outage`, its commits and sweeps fail while the test says so; `hearsLate`, it hears
-/// announcements that much late.
+/// announcements that much late; `deletions`, its deleting commits are timed by the test.
 private final class Interfered: SharedSessionStorage {
     let store: any SharedSessionStorage
     let deaf: Bool
     let gate: DispatchSemaphore?
     let outage: StoreOutage?
     let hearsLate: Duration?
+    let deletions: DeletionTiming?
     let gated = Atomic<Bool>(false)
-    init(_ store: any SharedSessionStorage, deaf: Bool, gate: DispatchSemaphore?, outage: StoreOutage?, hearsLate: Duration?) {
+    init(_ store: any SharedSessionStorage, deaf: Bool, gate: DispatchSemaphore?, outage: StoreOutage?, hearsLate: Duration?,
+         deletions: DeletionTiming? = nil) {
         self.store = store
         self.deaf = deaf
         self.gate = gate
         self.outage = outage
         self.hearsLate = hearsLate
+        self.deletions = deletions
     }
 
     func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try store.load(each) }
     func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool, completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
         if outage?.failing.load(ordering: .relaxed) == true { return completion(.failure(.unavailable("PostgreSQL: no answer"))) }
-        store.commit(writes, admissible: admissible, completion: completion)
+        guard let deletions else { return store.commit(writes, admissible: admissible, completion: completion) }
+        let deletes = writes.contains { if case .delete = $0 { true } else { false } }
+        if deletes, deletions.hold({ [store] in store.commit(writes, admissible: admissible, completion: completion) }) { return }
+        guard deletions.pairs else { return store.commit(writes, admissible: admissible, completion: completion) }
+        let transacts = writes.contains { if case .transaction = $0 { true } else { false } }
+        store.commit(writes, admissible: admissible) { result in
+            // A write refused as deleted is answered together with, just before, the node's own
+            // DELETE: as when both share one group commit.
+            if transacts, case .failure(.deleted) = result { return deletions.keep { completion(result) } }
+            if deletes { deletions.answerKept() }
+            completion(result)
+        }
     }
     func close() { store.close() }
     func statistics() -> StorageStatistics { store.statistics() }
