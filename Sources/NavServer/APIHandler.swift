@@ -538,7 +538,8 @@ final class APIHandler: HTTPHandler {
         secondsSince1970()
     }
 
-    /// `{"version":n,"events":[{"id","event","data"}…]}`, reusing each event's encoded data.
+    /// `{"version":n,"events":[{"id","event","data"}…]}`, reusing each event's encoded data, and
+    /// `"effectsPending":true` when a wait for the request's effects ran out before they ended.
     static func outcomeBody(_ outcome: NavigationSession.Outcome) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(outcome.events.reduce(32) { $0 + $1.encodedData.count + 48 })
@@ -555,7 +556,9 @@ final class APIHandler: HTTPHandler {
             bytes.append(contentsOf: event.encodedData)
             bytes.append(UInt8(ascii: "}"))
         }
-        bytes.append(contentsOf: "]}".utf8)
+        bytes.append(UInt8(ascii: "]"))
+        if outcome.effectsPending { bytes.append(contentsOf: #","effectsPending":true"#.utf8) }
+        bytes.append(UInt8(ascii: "}"))
         return bytes
     }
 

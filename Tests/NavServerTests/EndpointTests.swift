@@ -226,6 +226,21 @@ import TestSupport
         #expect(fact["state"] == json(#"{"value":"7 is a stub number."}"#))
         #expect(fact["style"] == "sheet")
         #expect(server.facts.requestedPaths == ["/7"])
+        #expect(response.json["effectsPending"] == nil, "every effect ended within the wait")
+        await server.stop()
+    }
+
+    /// A wait that runs out says so: the effect still runs, and its events come on the stream.
+    @Test func waitThatRunsOutSaysTheEffectsArePending() async throws {
+        let silent = try FactStub(.silent)
+        defer { silent.stop() }
+        let server = try await TestServer(demo: { $0.factBaseURL = silent.baseURL; $0.factTimeout = .seconds(30) })
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+        let response = try await client.act(id, token: token, "factButtonTapped", query: "?wait=true&timeout=0.3")
+        #expect(response.status == 200)
+        #expect(response.json["effectsPending"] == true)
+        #expect(response.json["events"]?[0]?["data"] == json(#"{"feature":"root","changes":{"factIsLoading":true}}"#))
         await server.stop()
     }
 

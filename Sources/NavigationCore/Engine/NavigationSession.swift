@@ -115,6 +115,9 @@ public actor NavigationSession {
         let through: Int
         /// The session's rollbacks when it was made: one since means it was undone.
         var rollbacks = 0
+        /// After a wait for its effects (`waitForEffects`): whether one was still running when
+        /// the wait ran out, so the events are not all it will cause.
+        public var effectsPending = false
 
         /// This request's outcome and the one of `later`, made right after it in the same turn
         /// (a deep link, then its settling), answered as one; itself when there is no `later`.
@@ -346,7 +349,9 @@ public actor NavigationSession {
             whenDurable(through: through) { _ in done.resume() }
         }
         let events = log.events(after: outcome.sequenceBefore, lastIssued: min(through, durability?.durableSequence ?? through)) ?? outcome.events
-        return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore, through: through, rollbacks: rollbacks)
+        let pending = outcome.effect.map { unfinishedEffects.contains($0) } ?? false
+        return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore, through: through,
+                       rollbacks: rollbacks, effectsPending: pending)
     }
 
     /// Why a session ended, as its `end` event says.
