@@ -159,7 +159,7 @@ final class SessionPersistence: Sendable {
                metrics: Metrics, report: @escaping @Sendable (String, String) -> Void) async -> Claimed {
         guard let shared else { return .notFound }
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<SessionClaim, StorageError>, Never>) in
-            shared.claim(id, authorize: { hash in token.map { TokenHash.matches($0, hash) } ?? false }) { done.resume(returning: $0) }
+            shared.claim(id, authorize: Self.opens(token)) { done.resume(returning: $0) }
         }
         switch result {
         case .failure(let error):
@@ -185,12 +185,17 @@ final class SessionPersistence: Sendable {
         }
     }
 
+    /// Whether a stored token hash is `token`'s; no token opens nothing.
+    private static func opens(_ token: String?) -> @Sendable ([UInt8]) -> Bool {
+        { hash in token.map { TokenHash.matches($0, hash) } ?? false }
+    }
+
     /// Deletes session `id`, which this node does not hold, from the shared store, if `token`
     /// opens it; the node holding it (if any) ends it there.
     func delete(_ id: String, token: String?) async -> Result<SessionDeletion, StorageError> {
         guard let shared else { return .success(.notFound) }
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<SessionDeletion, StorageError>, Never>) in
-            shared.delete(id, authorize: { hash in token.map { TokenHash.matches($0, hash) } ?? false }) { done.resume(returning: $0) }
+            shared.delete(id, authorize: Self.opens(token)) { done.resume(returning: $0) }
         }
         _ = noted(result.map { _ in })
         return result

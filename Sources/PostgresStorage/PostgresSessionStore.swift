@@ -299,6 +299,20 @@ public final class PostgresSessionStore: SharedSessionStorage {
 
     // MARK: - Ownership
 
+    /// The connection of a queue beside the commits (claims, sweeps), opened on first use and
+    /// opened again if it was lost.
+    private func opened(_ connection: inout PostgresConnection?) throws(PostgresConnection.Failure) -> PostgresConnection {
+        let current: PostgresConnection
+        if let connection {
+            current = connection
+        } else {
+            current = try PostgresConnection(url: url)
+        }
+        connection = current
+        try current.reconnectIfNeeded()
+        return current
+    }
+
     public func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool,
                       completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
         claims.async { [self] in
@@ -316,9 +330,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
     /// each statement after the lock sees every commit the old owner made before it.
     private func claim(_ id: String, _ authorize: ([UInt8]) -> Bool, on connection: inout PostgresConnection?) -> Result<SessionClaim, StorageError> {
         do throws(PostgresConnection.Failure) {
-            if connection == nil { connection = try PostgresConnection(url: url) }
-            guard let connection else { return .failure(.unavailable("the store is closed")) }
-            try connection.reconnectIfNeeded()
+            let connection = try opened(&connection)
             return .success(try connection.transaction(keep: \.isClaimed) { () throws(PostgresConnection.Failure) in
                 try claimLocked(id, authorize, connection)
             })
@@ -338,9 +350,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
     /// The token is checked on the row, locked, in the transaction that deletes it.
     private func delete(_ id: String, _ authorize: ([UInt8]) -> Bool, on connection: inout PostgresConnection?) -> Result<SessionDeletion, StorageError> {
         do throws(PostgresConnection.Failure) {
-            if connection == nil { connection = try PostgresConnection(url: url) }
-            guard let connection else { return .failure(.unavailable("the store is closed")) }
-            try connection.reconnectIfNeeded()
+            let connection = try opened(&connection)
             return .success(try connection.transaction(keep: { $0 == .deleted }) { () throws(PostgresConnection.Failure) -> SessionDeletion in
                 var tokenHash: [UInt8]?
                 try connection.run("SELECT token_hash FROM navd_sessions WHERE id = $1 FOR UPDATE", [.text(id)]) { row in
@@ -410,9 +420,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
     /// are in use), never waited for.
     private func sweep(_ inUse: [String], _ idle: Duration?, on connection: inout PostgresConnection?) -> Result<[String], StorageError> {
         do throws(PostgresConnection.Failure) {
-            if connection == nil { connection = try PostgresConnection(url: url) }
-            guard let connection else { return .failure(.unavailable("the store is closed")) }
-            try connection.reconnectIfNeeded()
+            let connection = try opened(&connection)
             // A record waits on other nodes' commits of its rows, never for long (set each time:
             // a reconnection forgets it).
             try connection.execute("SET lock_timeout = '5s'")
