@@ -95,15 +95,10 @@ public final class GroupCommit: Sendable {
     }
 
     private static func outcome(_ verdict: Verdict, _ request: Request) -> Result<Void, StorageError> {
-        let fenced = request.writes.first.flatMap { write -> String? in
-            if case .fence(let id, _) = write { return id }
-            return nil
-        }
-        switch verdict {
-        case .written: return .success(())
-        case .fenced: return .failure(.fenced(fenced ?? ""))
-        case .deleted: return .failure(.deleted(fenced ?? ""))
-        }
+        guard verdict != .written else { return .success(()) }
+        let id: String
+        if case .fence(let fenced, _)? = request.writes.first { id = fenced } else { id = "" }
+        return .failure(verdict == .deleted ? .deleted(id) : .fenced(id))
     }
 
     /// Commits everything that is pending, one transaction per round, until nothing is.

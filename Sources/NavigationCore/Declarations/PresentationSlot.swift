@@ -136,20 +136,20 @@ extension Screen {
     /// presentation for as long as it is there (its edits write straight back into the
     /// optional, and must not dismiss and present it again); otherwise the whole value.
     var unwrappedIdentity: @Sendable (Subject) -> Identity {
-        guard !(Subject.self is AnyClass) else { return defaultIdentity }
-        let codec = codec
         // The body is read when first asked, not now: a recursive screen's is declared after
         // this slot.
-        return { [self] child in
-            let state = codec.encode(child)
-            if case .object(let fields) = state, let id = fields["id"] { return .value(id) }
-            return body.fields.contains(where: \.isBindable) ? .presence : .value(state)
-        }
+        identity { [self] state in body.fields.contains(where: \.isBindable) ? .presence : .value(state) }
     }
 
     /// Rule 1 for a presentation that declares no identity: a model is its object; a value is its
     /// `id` when its state has one, else the whole value.
     var defaultIdentity: @Sendable (Subject) -> Identity {
+        identity { .value($0) }
+    }
+
+    /// A model's object; a value's `id` when its state has one, else what `withoutID` makes of
+    /// its state.
+    private func identity(withoutID: @escaping @Sendable (JSON) -> Identity) -> @Sendable (Subject) -> Identity {
         if Subject.self is AnyClass {
             return { .object(ObjectIdentifier($0 as AnyObject)) }
         }
@@ -157,7 +157,7 @@ extension Screen {
         return { child in
             let state = codec.encode(child)
             if case .object(let fields) = state, let id = fields["id"] { return .value(id) }
-            return .value(state)
+            return withoutID(state)
         }
     }
 }
