@@ -276,10 +276,9 @@ final class SessionPersistence: Sendable {
                 events: try transaction.events.map(Self.event), statePatch: try Self.parse(transaction.statePatch, "state patch"),
                 snapshot: nil))
         }
-        let current = try snapshot.applying(entries)
         let events = try stored.events.map(Self.event)
         guard let journal = journal(for: stored.record.id, epoch: epoch) else { throw RecoveryError(description: "no store") }
-        return try catalog.restoreSession(feature: stored.record.feature, current, events: events, limits: limits,
+        return try catalog.restoreSession(feature: stored.record.feature, snapshot, replaying: entries, events: events, limits: limits,
                                           journal: journal, executor: executor)
     }
 

@@ -18,17 +18,6 @@ import Synchronization
 /// commit's flush; announcements are heard on a third (`ClaimListener`), and expiry sweeps
 /// run on a fourth.
 public final class PostgresSessionStore: SharedSessionStorage {
-    /// How many events per session the store keeps for `Last-Event-ID`: the event buffer's bounds.
-    public struct EventRetention: Sendable {
-        public var count: Int
-        public var bytes: Int
-
-        public init(count: Int, bytes: Int) {
-            self.count = max(0, count)
-            self.bytes = max(0, bytes)
-        }
-    }
-
     private let retention: EventRetention
     private let connection: Mutex<PostgresConnection?>
     private let writer: GroupCommit
@@ -123,7 +112,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                     try connection.reconnectIfNeeded()
                     // One page is one consistent view, whatever other nodes commit meanwhile.
                     return .success(try connection.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
-                        () throws(PostgresConnection.Failure) in try Self.page(after: cursor, from: connection)
+                        () throws(PostgresConnection.Failure) in try Self.page(after: cursor, from: connection, retention: retention)
                     })
                 } catch {
                     return .failure(.unavailable("PostgreSQL: \(error)"))
@@ -132,7 +121,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }, each)
     }
 
-    private static func page(after cursor: String, from connection: PostgresConnection) throws(PostgresConnection.Failure) -> SessionPage {
+    private static func page(after cursor: String, from connection: PostgresConnection,
+                             retention: EventRetention) throws(PostgresConnection.Failure) -> SessionPage {
         var page = SessionPage()
         var rows: [(SessionRecord, SessionSnapshot)] = []
         try connection.run("""
@@ -169,7 +159,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
         for (record, snapshot) in rows {
             page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: transactions[record.id] ?? [],
-                                               keptEvents: events[record.id] ?? []))
+                                               events: events[record.id] ?? [], retention: retention))
         }
         return page
     }
@@ -394,7 +384,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
             events.append(StoredEvent(sequence: row.integer(0), kind: row.text(1), data: row.bytes(2)))
         }
         try announce(id, epoch: epoch, in: connection)
-        return .claimed(StoredSession(record: record, snapshot: snapshot, transactions: transactions, keptEvents: events), epoch: epoch)
+        return .claimed(StoredSession(record: record, snapshot: snapshot, transactions: transactions, events: events, retention: retention), epoch: epoch)
     }
 
     // MARK: - Expiry

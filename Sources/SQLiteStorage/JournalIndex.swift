@@ -1,3 +1,5 @@
+import SessionStorage
+
 /// Where each session's journal rows are, kept in memory instead of in an index of the table.
 ///
 /// An index on the session puts a commit's new rows on as many of its pages as the commit has
@@ -50,7 +52,7 @@ struct JournalIndex {
     /// by count (events through `lastSequence - count`) or by bytes; returns their ordinals.
     /// Both bounds only move forward, so what goes is everything before the first row still
     /// inside both.
-    mutating func trim(_ id: String, eventsThrough lastSequence: Int, keeping retention: SQLiteSessionStore.EventRetention) -> [Int64] {
+    mutating func trim(_ id: String, eventsThrough lastSequence: Int, keeping retention: EventRetention) -> [Int64] {
         guard let kept = rows[id], let total = kept.last?.bytesThrough else { return [] }
         let first = kept.firstIndex { $0.lastSequence > lastSequence - retention.count && $0.bytesThrough > total - retention.bytes } ?? kept.count
         guard first > 0 else { return [] }

@@ -16,31 +16,6 @@ import Synchronization
 /// instead of queueing for one each. The file is held with an exclusive lock: a second navd
 /// on the same directory is refused instead of corrupting the first one's sessions.
 public final class SQLiteSessionStore: SessionStorage {
-    /// How many events per session the store keeps for `Last-Event-ID`: the event buffer's bounds.
-    public struct EventRetention: Sendable {
-        public var count: Int
-        public var bytes: Int
-
-        public init(count: Int, bytes: Int) {
-            self.count = max(0, count)
-            self.bytes = max(0, bytes)
-        }
-
-        /// The newest of `events` (oldest first) that the buffer would keep.
-        func keep(_ events: [StoredEvent]) -> [StoredEvent] {
-            var start = max(0, events.count - count)
-            var total = 0
-            for index in stride(from: events.count - 1, through: start, by: -1) {
-                total += events[index].data.count
-                if total > bytes {
-                    start = index + 1
-                    break
-                }
-            }
-            return Array(events[start...])
-        }
-    }
-
     /// The open database and what is kept beside it, behind one lock.
     private struct Open {
         let database: SQLiteDatabase
@@ -238,8 +213,8 @@ public final class SQLiteSessionStore: SessionStorage {
                                            state: row.blob(7), tree: row.blob(8), extras: row.blob(9))
             // Rows at or below the snapshot are kept only for their events.
             let replay = journal.transactions.filter { $0.version > snapshot.version }
-            let kept = retention.keep(journal.events.sorted { $0.sequence < $1.sequence })
-            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay, keptEvents: kept))
+            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay,
+                                               events: journal.events.sorted { $0.sequence < $1.sequence }, retention: retention))
         }
         return page
     }

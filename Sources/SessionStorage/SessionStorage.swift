@@ -298,17 +298,47 @@ public struct StorageStatistics: Sendable, Equatable {
 
 extension StoredSession {
     /// A session as an engine reads it back: its transactions as stored (without events) and
-    /// the events kept for it, in order. Each transaction gets the events after the previous
-    /// transaction's last one, up to its own last.
-    public init(record: SessionRecord, snapshot: SessionSnapshot, transactions: [SessionTransaction], keptEvents: [StoredEvent]) {
+    /// the events stored for it, in order. Each transaction gets the events after the previous
+    /// transaction's last one, up to its own last: all of them, since replaying a transaction
+    /// needs its events whatever the buffer keeps (a restart with a smaller `--event-buffer`,
+    /// or more events since the snapshot than the buffer holds). `Last-Event-ID` gets what
+    /// `retention` keeps.
+    public init(record: SessionRecord, snapshot: SessionSnapshot, transactions: [SessionTransaction], events: [StoredEvent],
+                retention: EventRetention) {
         var replay = transactions
-        var next = keptEvents.firstIndex { $0.sequence > snapshot.lastSequence } ?? keptEvents.endIndex
+        var next = events.firstIndex { $0.sequence > snapshot.lastSequence } ?? events.endIndex
         for index in replay.indices {
             let start = next
-            while next < keptEvents.endIndex && keptEvents[next].sequence <= replay[index].lastSequence { next += 1 }
-            replay[index].events = Array(keptEvents[start..<next])
+            while next < events.endIndex && events[next].sequence <= replay[index].lastSequence { next += 1 }
+            replay[index].events = Array(events[start..<next])
         }
-        self.init(record: record, snapshot: snapshot, transactions: replay, events: keptEvents)
+        self.init(record: record, snapshot: snapshot, transactions: replay, events: retention.keep(events))
+    }
+}
+
+/// How many events per session a store keeps for `Last-Event-ID`: the event buffer's bounds,
+/// by count and by bytes.
+public struct EventRetention: Sendable {
+    public var count: Int
+    public var bytes: Int
+
+    public init(count: Int, bytes: Int) {
+        self.count = max(0, count)
+        self.bytes = max(0, bytes)
+    }
+
+    /// The newest of `events` (oldest first) that the buffer would keep.
+    public func keep(_ events: [StoredEvent]) -> [StoredEvent] {
+        var start = max(0, events.count - count)
+        var total = 0
+        for index in stride(from: events.count - 1, through: start, by: -1) {
+            total += events[index].data.count
+            if total > bytes {
+                start = index + 1
+                break
+            }
+        }
+        return Array(events[start...])
     }
 }
 

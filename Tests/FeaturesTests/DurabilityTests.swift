@@ -110,6 +110,72 @@ final class MemoryJournal: SessionJournal {
         #expect(journal.entries.contains { $0.snapshot != nil })
     }
 
+    /// What the journal held since its snapshot counts toward the next one after a restart, so a
+    /// session that changes a little in each of many runs still gets snapshots (and its journal
+    /// is trimmed) instead of growing until a restart can no longer replay it.
+    @Test func aRestoredSessionCountsWhatItsJournalHeldTowardTheNextSnapshot() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        let first = await harness.session.makeDurable(journal: journal)
+        for _ in 0..<60 {
+            _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil))
+        }
+        #expect(journal.entries.count == 60 && journal.entries.allSatisfy { $0.snapshot == nil })
+        let next = MemoryJournal()
+        let restored = try harness.catalog.restoreSession(feature: "counter", first, replaying: journal.entries,
+                                                          events: journal.entries.flatMap(\.events), journal: next)
+        #expect(await restored.describe().state["count"] == 60)
+        for _ in 0..<4 { _ = try await restored.durable(try await restored.perform(target: "root", action: "incrementButtonTapped", arguments: nil)) }
+        #expect(next.entries.map { $0.snapshot != nil } == [false, false, false, true], "64 batches since the snapshot, across the restart")
+    }
+
+    /// Events take a snapshot by bytes too: a few large batches (long text) must not outgrow the
+    /// buffer's bytes before one, or the store could keep a transaction without its events.
+    @Test func largeEventsTakeASnapshotBeforeTheyOutgrowTheBuffersBytes() async throws {
+        let catalog = FeatureSet.catalog(Harness.dependencies())
+        var limits = SessionLimits()
+        limits.eventBufferBytes = 4000
+        let session = try catalog.makeSession(feature: "counter", state: nil, limits: limits)
+        let journal = MemoryJournal()
+        _ = await session.makeDurable(journal: journal)
+        let text = String(repeating: "x", count: 1000)
+        for round in 0..<6 {
+            let state: JSON = ["count": .int(round), "destination": ["fact": ["value": .string(text + String(round))]]]
+            _ = try await session.durable(try await session.replaceState(state))
+        }
+        var bytes = 0
+        for entry in journal.entries {
+            bytes = entry.snapshot == nil ? bytes + entry.events.reduce(0) { $0 + $1.encodedData.count } : 0
+            #expect(bytes * 2 <= limits.eventBufferBytes + 2 * 1100, "never far past half the buffer's bytes without a snapshot")
+        }
+        #expect(journal.entries.contains { $0.snapshot != nil })
+    }
+
+    /// A record only corruption could give is refused at restore, so that session is skipped
+    /// (logged, counted) instead of trapping the server at its next change: counters that
+    /// would overflow, or a counter under ids already on screen, which would repeat them.
+    @Test func aRecordWhoseCountersCannotBeRightIsRefused() async throws {
+        let harness = try await Harness("app")
+        for _ in 0..<3 { _ = try await harness.session.perform(target: "root", action: "counterButtonTapped", arguments: nil) }
+        let good = await harness.session.makeDurable(journal: MemoryJournal())
+        func restore(_ change: (inout DurableSession) -> Void) -> String? {
+            var stored = good
+            change(&stored)
+            do {
+                _ = try harness.catalog.restoreSession(feature: "app", stored, events: [], journal: MemoryJournal())
+                return nil
+            } catch {
+                return error.description
+            }
+        }
+        #expect(restore { _ in } == nil)
+        #expect(restore { $0.version = .max }?.contains("version") == true)
+        #expect(restore { $0.lastSequence = .max - 1 }?.contains("last event id") == true)
+        #expect(restore { $0.nextSerial = .max }?.contains("next id") == true)
+        #expect(restore { $0.nextSerial = -1 } != nil)
+        #expect(restore { $0.nextSerial -= 1 }?.contains("disagree") == true, "the newest element's id would be handed out again")
+    }
+
     @Test func aRestoredSessionNeverReusesAnId() async throws {
         let harness = try await Harness("app")
         let journal = MemoryJournal()

@@ -1,6 +1,7 @@
 import Foundation
 @testable import NavServer
 import NavigationCore
+import SessionStorage
 import SQLiteStorage
 import Testing
 import TestSupport
@@ -92,7 +93,7 @@ import TestSupport
     @Test func whatADeepLinkSettledSurvivesARestart() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-settle-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let retention = SQLiteSessionStore.EventRetention(count: 1024, bytes: 1 << 20)
+        let retention = EventRetention(count: 1024, bytes: 1 << 20)
         let store = try SQLiteSessionStore(directory: directory, retention: retention)
         let server = try await TestServer(storage: store)
         let created = try await server.client().request("POST", "/sessions", json: #"{"feature":"counter","state":{"count":4,"factIsLoading":true}}"#)

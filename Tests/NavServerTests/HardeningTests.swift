@@ -1,6 +1,7 @@
 import Foundation
 @testable import NavServer
 import NavigationCore
+import SessionStorage
 import SQLiteStorage
 import Testing
 import TestSupport
@@ -177,7 +178,7 @@ import TestSupport
     @Test func theDeepestStateAcceptedSurvivesARestart() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-deep-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let retention = SQLiteSessionStore.EventRetention(count: 1024, bytes: 1 << 20)
+        let retention = EventRetention(count: 1024, bytes: 1 << 20)
         func nested(_ levels: Int) -> String {
             var value = #"{"level":\#(levels)}"#
             for level in stride(from: levels - 1, through: 1, by: -1) { value = #"{"level":\#(level),"child":\#(value)}"# }

@@ -10,7 +10,7 @@ import TestSupport
 /// every node; a claim without the token moves nothing; version 1's tables gain the epoch.
 @Suite(.enabled(if: PostgresServer.isAvailable, "no PostgreSQL server could be started here (initdb/pg_ctl missing, or no user to run it as)"))
 struct PostgresOwnershipTests {
-    let retention = PostgresSessionStore.EventRetention(count: 8, bytes: 1 << 20)
+    let retention = EventRetention(count: 8, bytes: 1 << 20)
     static let id = "0123456789abcdef0123456789abcdef"
     static let token = "token-of-the-session"
 

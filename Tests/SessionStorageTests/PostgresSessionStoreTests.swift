@@ -11,14 +11,14 @@ import TestSupport
 @Suite(.enabled(if: PostgresServer.isAvailable, "no PostgreSQL server could be started here (initdb/pg_ctl missing, or no user to run it as)"))
 struct PostgresSessionStoreTests {
     let url: String
-    let retention = PostgresSessionStore.EventRetention(count: 8, bytes: 1 << 20)
+    let retention = EventRetention(count: 8, bytes: 1 << 20)
 
     init() async throws {
         // createdb blocks: off the cooperative pool, which other tests' servers share.
         url = try await offThePool { try PostgresServer.freshDatabase() }
     }
 
-    func open(_ retention: PostgresSessionStore.EventRetention? = nil) throws -> PostgresSessionStore {
+    func open(_ retention: EventRetention? = nil) throws -> PostgresSessionStore {
         try PostgresSessionStore(url: url, retention: retention ?? self.retention)
     }
 

@@ -8,9 +8,9 @@ import Testing
 /// covers is dropped, and what is not navd's is refused.
 @Suite struct SQLiteSessionStoreTests {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-store-\(UUID().uuidString)").path
-    let retention = SQLiteSessionStore.EventRetention(count: 8, bytes: 1 << 20)
+    let retention = EventRetention(count: 8, bytes: 1 << 20)
 
-    func open(_ retention: SQLiteSessionStore.EventRetention? = nil) throws -> SQLiteSessionStore {
+    func open(_ retention: EventRetention? = nil) throws -> SQLiteSessionStore {
         try SQLiteSessionStore(directory: directory, retention: retention ?? self.retention)
     }
 
@@ -85,7 +85,7 @@ import Testing
 
     @Test func eventsAreTrimmedByBytesToo() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let retention = SQLiteSessionStore.EventRetention(count: 100, bytes: 2500)
+        let retention = EventRetention(count: 100, bytes: 2500)
         let store = try open(retention)
         let big = "\"" + String(repeating: "x", count: 998) + "\""  // 1000 bytes
         try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
@@ -97,6 +97,22 @@ import Testing
         #expect(try rowCounts() == [1, 3], "rows 3…5 could hold kept events")
         let a = try #require(try open(retention).loadAll().sessions.first)
         #expect(a.events.map(\.sequence) == [4, 5], "the newest events within 2,500 bytes")
+    }
+
+    /// Replaying a transaction needs its events, however few the buffer keeps: more events since
+    /// the snapshot than the buffer holds (a restart with a smaller `--event-buffer`) still load.
+    @Test func transactionsSinceTheSnapshotComeBackWithAllTheirEvents() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open(EventRetention(count: 100, bytes: 1 << 20))
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        for version in 1...6 {
+            try commit(store, [.transaction(id: "a", transaction(version: version, events: (2 * version - 1)...(2 * version)))])
+        }
+        store.close()
+        let a = try #require(try open(EventRetention(count: 3, bytes: 1 << 20)).loadAll().sessions.first)
+        #expect(a.transactions.map(\.events.count) == Array(repeating: 2, count: 6))
+        #expect(a.transactions.flatMap(\.events).map(\.sequence) == Array(1...12))
+        #expect(a.events.map(\.sequence) == [10, 11, 12], "what Last-Event-ID gets is the buffer's")
     }
 
     @Test func aDeletedSessionLeavesNothingBehind() throws {
@@ -243,7 +259,7 @@ import Testing
     /// otherwise make the next snapshot drop events the buffer keeps.
     @Test func aFailedCommitLeavesTheIndexAsTheFileIs() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let retention = SQLiteSessionStore.EventRetention(count: 100, bytes: 3000)
+        let retention = EventRetention(count: 100, bytes: 3000)
         let store = try open(retention)
         let event = "\"" + String(repeating: "x", count: 998) + "\""  // 1000 bytes
         let huge = "\"" + String(repeating: "y", count: 9998) + "\""

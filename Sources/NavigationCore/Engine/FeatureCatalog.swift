@@ -65,12 +65,13 @@ public struct FeatureCatalog: Sendable {
         return NavigationSession(feature: feature, root: root, limits: limits, executor: executor, rebuild: rebuilder(host))
     }
 
-    /// A session brought back from its journal, with the same tree, ids, counters and kept events.
-    public func restoreSession(feature: String, _ stored: DurableSession, events: [NavigationEvent],
-                               limits: SessionLimits = SessionLimits(), journal: any SessionJournal,
+    /// A session brought back from its journal, with the same tree, ids, counters and kept events:
+    /// its last snapshot with the entries written since replayed onto it.
+    public func restoreSession(feature: String, _ snapshot: DurableSession, replaying entries: [JournalEntry] = [],
+                               events: [NavigationEvent], limits: SessionLimits = SessionLimits(), journal: any SessionJournal,
                                executor: any SessionExecutor = SerialQueueExecutor()) throws(RecoveryError) -> NavigationSession {
         guard let host = hosts.first(where: { $0.name == feature }) else { throw RecoveryError(description: "unknown feature \(feature)") }
-        return try NavigationSession(feature: feature, restoring: stored, events: events, limits: limits,
+        return try NavigationSession(feature: feature, restoring: snapshot, replaying: entries, events: events, limits: limits,
                                      journal: journal, executor: executor, rebuild: rebuilder(host))
     }
 

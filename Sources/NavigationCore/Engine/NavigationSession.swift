@@ -31,6 +31,9 @@ public actor NavigationSession {
     private var durability: Durability?
     /// Failed writes so far: an outcome made before one was undone by it.
     private var rollbacks = 0
+    /// The largest version, event id or id number a restored record may hold: the largest
+    /// integer a JSON number carries exactly, far from where counting on would overflow.
+    static let counterLimit = 1 << 53
 
     /// Makes the root feature anew from a full state: how a rollback rebuilds the session.
     private let rebuild: @Sendable (JSON) throws(StateError) -> any AnyLiveFeature
@@ -48,10 +51,17 @@ public actor NavigationSession {
         tracker.onFlushNeeded { [weak self] in self?.afterThisTurn { $0.flush() } }
     }
 
-    /// A session brought back from its journal: the same tree, ids, counters and kept events.
-    init(feature: String, restoring stored: DurableSession, events: [NavigationEvent], limits: SessionLimits,
-         journal: any SessionJournal, executor: any SessionExecutor,
+    /// A session brought back from its journal: its last snapshot with the entries since replayed
+    /// onto it; the same tree, ids, counters and kept events.
+    init(feature: String, restoring snapshot: DurableSession, replaying entries: [JournalEntry], events: [NavigationEvent],
+         limits: SessionLimits, journal: any SessionJournal, executor: any SessionExecutor,
          rebuild: @escaping @Sendable (JSON) throws(StateError) -> any AnyLiveFeature) throws(RecoveryError) {
+        let stored = try snapshot.applying(entries)
+        // Counters a record could only have by corruption: one more change would overflow them.
+        for (name, value) in [("version", stored.version), ("last event id", stored.lastSequence), ("next id", stored.nextSerial)]
+        where !(0...Self.counterLimit).contains(value) {
+            throw RecoveryError(description: "\(name) \(value) is out of range")
+        }
         self.feature = feature
         self.executor = executor
         self.limits = limits
@@ -71,6 +81,9 @@ public actor NavigationSession {
         lastSequence = stored.lastSequence
         for event in events where event.sequence <= stored.lastSequence { log.append(event) }
         durability = Durability(journal: journal, durable: stored)
+        // What the journal holds since its snapshot still counts toward the next one: a session
+        // that changes a little in each of many runs must get a snapshot all the same.
+        for entry in entries { durability?.count(entry.events) }
         tracker.onFlushNeeded { [weak self] in self?.afterThisTurn { $0.flush() } }
     }
 
@@ -532,7 +545,6 @@ public actor NavigationSession {
             durability.recorded = durable.state
             durability.snapshot = durable
             durability.entriesSinceSnapshot = []
-            durability.eventsSinceSnapshot = 0
         }
         self.durability = durability
         rollbacks += 1
@@ -650,15 +662,12 @@ public actor NavigationSession {
         let state = reconciler.root.feature.encodeState() ?? .null
         let patch = JSONPatch.diff(from: durability.recorded, to: state)
         durability.recorded = state
-        durability.eventsSinceSnapshot += events.count
-        durability.batchesSinceSnapshot += 1
+        durability.count(events)
         var snapshot: DurableSession?
-        if durability.batchesSinceSnapshot >= Durability.snapshotEvery
-            || durability.eventsSinceSnapshot * 2 >= max(2, limits.eventBufferCount) {
+        if durability.snapshotIsDue(limits) {
             snapshot = DurableSession(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
                                       state: state, navigation: reconciler.root.json)
-            durability.batchesSinceSnapshot = 0
-            durability.eventsSinceSnapshot = 0
+            durability.resetCounts()
         }
         write(JournalEntry(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
                            events: events, statePatch: patch, snapshot: snapshot), into: &durability)
@@ -714,14 +723,38 @@ private struct Durability {
     var inFlight: [InFlightWrite] = []
     var writesMade = 0
     var waiters: [DurabilityWaiter] = []
-    var batchesSinceSnapshot = 0
-    var eventsSinceSnapshot = 0
+    private var batchesSinceSnapshot = 0
+    private var eventsSinceSnapshot = 0
+    private var eventBytesSinceSnapshot = 0
 
     init(journal: any SessionJournal, durable: DurableSession) {
         self.journal = journal
         self.snapshot = durable
         self.recorded = durable.state
         self.durableSequence = durable.lastSequence
+    }
+
+    /// Counts a batch written since the last snapshot.
+    mutating func count(_ events: [NavigationEvent]) {
+        batchesSinceSnapshot += 1
+        eventsSinceSnapshot += events.count
+        for event in events { eventBytesSinceSnapshot += event.encodedData.count }
+    }
+
+    mutating func resetCounts() {
+        batchesSinceSnapshot = 0
+        eventsSinceSnapshot = 0
+        eventBytesSinceSnapshot = 0
+    }
+
+    /// Whether the next batch should carry a snapshot: every so many batches, and before the
+    /// events since the last one outgrow half the event buffer, by count or by bytes, so that
+    /// the store can always drop what a snapshot covers and still keep every event a restart
+    /// needs to replay.
+    func snapshotIsDue(_ limits: SessionLimits) -> Bool {
+        batchesSinceSnapshot >= Self.snapshotEvery
+            || eventsSinceSnapshot * 2 >= max(2, limits.eventBufferCount)
+            || eventBytesSinceSnapshot * 2 >= max(2, limits.eventBufferBytes)
     }
 
     mutating func wakeWaiters() {

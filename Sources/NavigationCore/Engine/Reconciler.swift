@@ -12,6 +12,7 @@ final class Reconciler {
     private var nodesByID: [String: Node] = [:]
     private var stacksByID: [String: StackNode] = [:]
     private var nextSerial = 1
+    private var highestRestoredSerial = 0
     private let tracker: ChangeTracker
     /// Nodes a client removed in this transaction; their events say `origin: client`.
     private var clientRemovals: Set<Int> = []
@@ -48,7 +49,9 @@ final class Reconciler {
         build(root, restoring: tree)
         _ = takeBatch()
         guard root.json == tree else { throw RestoreError(description: "the state does not derive the stored navigation tree") }
-        guard self.nextSerial == max(1, nextSerial) else { throw RestoreError(description: "the stored tree and counters disagree") }
+        guard self.nextSerial == max(1, nextSerial), highestRestoredSerial < self.nextSerial else {
+            throw RestoreError(description: "the stored tree and counters disagree")
+        }
     }
 
     struct RestoreError: Error, CustomStringConvertible {
@@ -149,7 +152,8 @@ final class Reconciler {
         let storedStacks = stored?["stacks"]?.arrayValue ?? []
         node.stacks = derivation.stacks.indices.map { index in
             let name = node.feature.stackName(index)
-            let id = storedStacks.first { $0["slot"]?.stringValue == name }?["id"]?.stringValue ?? makeID("s")
+            let stored = storedStacks.first { $0["slot"]?.stringValue == name }?["id"]?.stringValue
+            let id = stored.map { noteRestored($0); return $0 } ?? makeID("s")
             let stack = StackNode(id: id, slot: index, name: name, owner: node)
             stacksByID[stack.id] = stack
             return stack
@@ -178,7 +182,14 @@ final class Reconciler {
     /// The serial of a stored id (`p12` → 12), or a fresh one.
     private func serial(restoring stored: JSON?) -> Int {
         guard let id = stored?["id"]?.stringValue, let serial = Int(id.dropFirst()), serial > 0 else { return makeSerial() }
+        noteRestored(id)
         return serial
+    }
+
+    /// Keeps the highest number of the ids a restore took from the stored tree: every one must be
+    /// under the stored counter, or a new id could repeat one on screen.
+    private func noteRestored(_ id: String) {
+        highestRestoredSerial = max(highestRestoredSerial, Int(id.dropFirst()) ?? 0)
     }
 
     private func announce(_ node: Node) {
