@@ -92,7 +92,7 @@ public final class SQLiteSessionStore: SessionStorage {
         guard mode.lowercased() == "wal" else { throw StorageError.cannotOpen("\(path): cannot use write-ahead logging (journal mode \(mode))") }
         try database.execute("""
             PRAGMA synchronous = FULL;
-            PRAGMA journal_size_limit = 67108864;
+            PRAGMA journal_size_limit = 8388608;
             PRAGMA cache_size = -16384;
             BEGIN EXCLUSIVE;
             """)
@@ -246,7 +246,7 @@ public final class SQLiteSessionStore: SessionStorage {
                     throw error
                 }
                 current.journal.keepChanges()
-                giveBackFreePages(current.database)
+                if giveBackFreePages(current.database) { writer.onWriter { [self] in giveBackMoreFreePages() } }
                 return .success(Array(repeating: .written, count: requests.count))
             } catch {
                 return .failure(.unavailable(error.description))
@@ -334,11 +334,19 @@ public final class SQLiteSessionStore: SessionStorage {
     /// After deletions the file keeps its pages, and new rows reuse them: under steady load
     /// (events trimmed, events added) that is what should happen. Only when a quarter of the
     /// file is free, because live data shrank, do pages go back to the file system, a few at a
-    /// time so no commit waits long behind it.
-    private func giveBackFreePages(_ database: SQLiteDatabase) {
+    /// time so no commit waits long behind it. True when it gave some back and more are free.
+    private func giveBackFreePages(_ database: SQLiteDatabase) -> Bool {
         guard let free = try? database.integer("PRAGMA freelist_count"), free >= Self.vacuumThreshold,
-              let pages = try? database.integer("PRAGMA page_count"), free * 4 >= pages else { return }
-        try? database.execute("PRAGMA incremental_vacuum(\(Self.vacuumThreshold))")
+              let pages = try? database.integer("PRAGMA page_count"), free * 4 >= pages,
+              (try? database.execute("PRAGMA incremental_vacuum(\(Self.vacuumThreshold))")) != nil else { return false }
+        return free >= 2 * Self.vacuumThreshold
+    }
+
+    /// The rest of what a commit began to give back, a step at a time between commits, so an
+    /// idle server shrinks too, not only one that goes on committing.
+    private func giveBackMoreFreePages() {
+        let more = open.withLock { open in open.map { giveBackFreePages($0.database) } ?? false }
+        if more { writer.onWriter { [self] in giveBackMoreFreePages() } }
     }
 
     private static func values(_ snapshot: SessionSnapshot) -> [SQLiteValue] {
@@ -374,7 +382,9 @@ public final class SQLiteSessionStore: SessionStorage {
     public func close() {
         writer.close()
         open.withLock { open in
-            // Folds the log into the database so the next start reads one file.
+            // What deletions freed goes back now, and the log is folded into the database, so
+            // the next start reads one file no larger than its sessions need.
+            if let database = open?.database { while giveBackFreePages(database) {} }
             try? open?.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             open = nil
         }

@@ -489,6 +489,30 @@ final class MemoryJournal: SessionJournal {
         #expect(harness.collector.take().joined().map(\.sequence) == [1])
     }
 
+    /// A rollback cancels the effects running; what they left under way in the durable state
+    /// settles as after a restart once the store takes writes again, not at the next restart.
+    @Test func effectsARollbackCancelledSettleOnceTheStoreTakesWritesAgain() async throws {
+        let harness = try await Harness("counter", dependencies: Harness.dependencies(facts: StalledFacts()))
+        let journal = MemoryJournal()
+        _ = await harness.session.makeDurable(journal: journal)
+        _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: "factButtonTapped", arguments: nil))
+        journal.set(.refuse)
+        let refused = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        await #expect(throws: NavigationError.storageUnavailable) { try await harness.session.durable(refused) }
+        #expect(await harness.session.describe().state["factIsLoading"] == true, "rolled back to the durable spinner")
+        // While the disk stays full, the settling fails and is tried again later, not in a loop.
+        try await Task.sleep(for: NavigationSession.settlingDelay * 2.5)
+        #expect(await harness.session.describe().state["factIsLoading"] == true)
+        journal.set(.accept)
+        var settled = false
+        for _ in 0..<250 where !settled {
+            try await Task.sleep(for: .milliseconds(20))
+            settled = await harness.session.describe().state["factIsLoading"] == false
+        }
+        #expect(settled)
+        #expect(journal.entries.last?.events.map(\.kind) == [.state], "settled in an ordinary, durable batch")
+    }
+
     @Test func aFailedWriteRollsTheSessionBackAndRefusesItsRequests() async throws {
         var harness = try await Harness("app", state: json(#"{"path":[{"counter":{}}]}"#))
         let journal = MemoryJournal()

@@ -132,6 +132,21 @@ import Testing
         #expect(counts == [0, 0])
     }
 
+    /// Pages a deletion freed go back to the file system, a step after each commit and the rest
+    /// at close, so the file is proportional to live data even when nothing is written after.
+    @Test func whatADeletionFreedLeavesTheFile() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        let large = SessionSnapshot(version: 0, lastSequence: 0, nextSerial: 7, state: Array(repeating: UInt8(ascii: "7"), count: 16 << 20),
+                                    tree: Array(#"{"id":"root"}"#.utf8), extras: [])
+        try commit(store, [.create(record("a"), large), .create(record("b"), snapshot(version: 0, last: 0))])
+        try commit(store, [.delete(id: "a")])
+        store.close()
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: directory + "/navd.sqlite3")[.size] as? Int)
+        #expect(size < 5 << 20, "16 MiB freed, \(size) bytes left")
+        #expect(try open().loadAll().sessions.map(\.record.id) == ["b"])
+    }
+
     @Test func manyConcurrentCommitsShareSyncs() async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try open()

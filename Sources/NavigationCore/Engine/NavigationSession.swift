@@ -31,6 +31,10 @@ public actor NavigationSession {
     private var durability: Durability?
     /// Failed writes so far: an outcome made before one was undone by it.
     private var rollbacks = 0
+    private var settlingIsScheduled = false
+    static let settlingDelay = Duration.seconds(1)
+    /// Let go (another node took it over): nothing more is started or settled here.
+    private var isSuspended = false
     /// The largest version, event id or id number a restored record may hold: the largest
     /// integer a JSON number carries exactly, far from where counting on would overflow.
     static let counterLimit = 1 << 53
@@ -397,6 +401,7 @@ public actor NavigationSession {
     /// Closes the session without `end`, because it is not over: the server stops and keeps it.
     /// Effects are cancelled; what they had not finished settles when the session is restored.
     public func suspend() {
+        isSuspended = true
         for task in runningEffects.values { task.cancel() }
         runningEffects.removeAll()
         for wakeup in effectWaiters.values.joined() { wakeup.fire() }
@@ -549,6 +554,25 @@ public actor NavigationSession {
         self.durability = durability
         rollbacks += 1
         rolledBack?()
+        settleLater()
+    }
+
+    /// The effects a rollback cancelled leave their marks in the durable state (a spinner, an
+    /// alert's timer): they settle as after a restart, once the store takes writes again. Tried
+    /// a second later, and again after each failure, never in a tight loop against a full disk.
+    private func settleLater() {
+        guard !settlingIsScheduled else { return }
+        settlingIsScheduled = true
+        Task { [weak self] in
+            try? await Task.sleep(for: Self.settlingDelay)
+            await self?.settleAfterRollback()
+        }
+    }
+
+    private func settleAfterRollback() {
+        settlingIsScheduled = false
+        guard endEvent == nil, !isSuspended else { return }
+        _ = try? settleEffects()
     }
 
 
