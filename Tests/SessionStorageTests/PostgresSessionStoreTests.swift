@@ -88,7 +88,9 @@ struct PostgresSessionStoreTests {
         let a = try #require(try open().loadAll().sessions.first)
         #expect(a.snapshot == snapshot(version: 12, last: 12, state: #"{"count":12}"#))
         #expect(a.transactions == [transaction(version: 13, events: 13...13)], "the snapshot covers 1…12")
-        #expect(a.events.map(\.sequence) == Array(5...13), "eight kept at the snapshot (5…12), then 13")
+        #expect(try server().query("SELECT count(*) FROM navd_events WHERE session = 'a'", database: database) == ["9"],
+                "eight kept at the snapshot (5…12), then 13")
+        #expect(a.events.map(\.sequence) == Array(6...13), "what the buffer of eight holds")
     }
 
     @Test func eventsAreTrimmedByBytesToo() throws {
