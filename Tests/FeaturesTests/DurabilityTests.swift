@@ -536,6 +536,7 @@ final class MemoryJournal: SessionJournal {
         journal.set(.accept)
         let retried = try await harness.session.durable(try await harness.session.perform(target: "root", action: "counterButtonTapped", arguments: nil))
         #expect(retried.version == before.version + 1)
+        #expect(journal.entries.last?.snapshot != nil, "the first write after a rollback carries a snapshot, whatever the refused one carried")
         try await Task.sleep(for: .milliseconds(20))
         try await harness.sync()
     }

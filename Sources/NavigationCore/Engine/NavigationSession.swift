@@ -551,6 +551,8 @@ public actor NavigationSession {
             durability.snapshot = durable
             durability.entriesSinceSnapshot = []
         }
+        // The failed write may have carried the snapshot the counters were reset for.
+        durability.takeSnapshotNext()
         self.durability = durability
         rollbacks += 1
         rolledBack?()
@@ -763,6 +765,10 @@ private struct Durability {
         batchesSinceSnapshot += 1
         eventsSinceSnapshot += events.count
         for event in events { eventBytesSinceSnapshot += event.encodedData.count }
+    }
+
+    mutating func takeSnapshotNext() {
+        batchesSinceSnapshot = Self.snapshotEvery
     }
 
     mutating func resetCounts() {
