@@ -352,7 +352,13 @@ final class APIHandler: HTTPHandler {
         let session = hosted.navigation
         switch (route, request.method) {
         case (.session, "DELETE"):
+            let ifMatch = try Self.ifMatch(request)
             Task(executorPreference: answer.executor) { [self] in
+                // A conditional delete: only the version the client last saw is deleted.
+                if let ifMatch, case let current = await session.version, current != ifMatch {
+                    answer.fail(APIError(NavigationError.versionMismatch(expected: ifMatch, current: current)))
+                    return
+                }
                 switch await end(hosted, .deleted) {
                 // Deleted meanwhile by another node: deleted, as asked.
                 case .durable, .deleted: answer.send(HTTPResponse(status: 204))

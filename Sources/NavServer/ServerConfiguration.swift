@@ -7,7 +7,7 @@ import NavigationCore
 public struct ServerConfiguration: Sendable, Equatable {
     /// The address to listen on (`--host`, `NAVD_HOST`).
     public var host = "127.0.0.1"
-    /// The port to listen on; 0 picks a free one (`--port`, `NAVD_PORT`).
+    /// The port to listen on; 0 picks a free one (`--port`, `PORT`).
     public var port = 8080
     /// Sessions at once; more are refused with 503 (`--max-sessions`); nil for no limit.
     public var maxSessions: Int?

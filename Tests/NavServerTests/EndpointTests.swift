@@ -259,6 +259,13 @@ import TestSupport
                                          json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", "yesterday")])
         #expect(garbage.status == 400)
         #expect(try await client.get("/sessions/\(id)", token: token).json["version"] == 1)
+        // DELETE is conditional too: a stale version leaves the session, the current one ends it.
+        let staleDelete = try await client.request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)"), ("If-Match", "\"0\"")])
+        #expect(staleDelete.status == 412 && staleDelete.json["error"]?["code"] == "version_mismatch")
+        #expect(try await client.get("/sessions/\(id)", token: token).status == 200)
+        #expect(try await client.request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)"), ("If-Match", "yesterday")]).status == 400)
+        #expect(try await client.request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)"), ("If-Match", "\"1\"")]).status == 204)
+        #expect(try await client.get("/sessions/\(id)", token: token).status == 404)
         await server.stop()
     }
 
