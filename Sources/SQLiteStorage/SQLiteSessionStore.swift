@@ -345,7 +345,13 @@ public final class SQLiteSessionStore: SessionStorage {
     /// The rest of what a commit began to give back, a step at a time between commits, so an
     /// idle server shrinks too, not only one that goes on committing.
     private func giveBackMoreFreePages() {
-        let more = open.withLock { open in open.map { giveBackFreePages($0.database) } ?? false }
+        let more = open.withLock { open -> Bool in
+            guard let database = open?.database else { return false }
+            if giveBackFreePages(database) { return true }
+            // The file shrinks when the log is folded into it; an idle server would not get there.
+            try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return false
+        }
         if more { writer.onWriter { [self] in giveBackMoreFreePages() } }
     }
 
