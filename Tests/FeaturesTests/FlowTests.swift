@@ -273,11 +273,13 @@ import TestSupport
     /// While an effect runs, a raised flag may be its work: a deep link then leaves it up, and
     /// the effect lowers it when it ends.
     @Test func aDeepLinkLeavesAFlagUpWhileAnEffectRuns() async throws {
-        var counter = try await Harness("counter", dependencies: Harness.dependencies(facts: SlowFacts()))
+        let facts = HeldFacts()
+        var counter = try await Harness("counter", dependencies: Harness.dependencies(facts: facts))
         let fetching = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
         _ = try await counter.session.replaceState(json(#"{"count":5,"factIsLoading":true}"#))
         #expect(try await counter.session.settleEffects().events.isEmpty)
         #expect(await counter.state()["factIsLoading"] == true)
+        facts.release()
         _ = await counter.session.waitForEffects(of: fetching, timeout: .seconds(5))
         #expect(await counter.state()["factIsLoading"] == false)
         try await counter.sync()
@@ -313,9 +315,14 @@ import TestSupport
 }
 
 /// A fact service that answers after a while, so a fetch is still running when a test acts.
-private struct SlowFacts: FactClient {
+/// Answers once the test releases it, however slowly a busy machine runs the test.
+private final class HeldFacts: FactClient {
+    private let released = Mutex(false)
+
+    func release() { released.withLock { $0 = true } }
+
     func fact(about number: Int) async throws(FactError) -> String {
-        try? await Task.sleep(for: .milliseconds(300))
+        while !released.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
         return "\(number) took a while."
     }
 }
