@@ -111,8 +111,9 @@ final class APIHandler: HTTPHandler {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let allowQueryToken = route == .events
         let token = Self.presentedToken(request, allowQueryToken: allowQueryToken).map(String.init)
-        // Needs no room here: nothing is taken over, and a full node must still free room.
-        if route == .session && request.method == "DELETE" {
+        // Needs no room here: nothing is taken over, and a full node must still free room. A
+        // conditional delete needs the session's version, so it takes the session over first.
+        if route == .session && request.method == "DELETE", try Self.ifMatch(request) == nil {
             return deleteUnheld(id, token: token, answer)
         }
         guard store.hasRoom() else { throw .overCapacity(sessions: store.limit ?? 0) }
@@ -354,17 +355,21 @@ final class APIHandler: HTTPHandler {
         case (.session, "DELETE"):
             let ifMatch = try Self.ifMatch(request)
             Task(executorPreference: answer.executor) { [self] in
-                // A conditional delete: only the version the client last saw is deleted.
-                if let ifMatch, case let current = await session.version, current != ifMatch {
-                    answer.fail(APIError(NavigationError.versionMismatch(expected: ifMatch, current: current)))
-                    return
+                // A conditional delete deletes only the version the client last saw: nothing
+                // changes the session between the check and the deletion.
+                do throws(NavigationError) {
+                    try await session.run { session throws(NavigationError) in try session.close(ifMatch: ifMatch) }
+                } catch {
+                    return fail(error, hosted, answer)
                 }
-                switch await end(hosted, .deleted) {
+                let committed = await end(hosted, .deleted)
+                switch committed {
                 // Deleted meanwhile by another node: deleted, as asked.
                 case .durable, .deleted: answer.send(HTTPResponse(status: 204))
                 case .failed: answer.fail(APIError(.storageUnavailable))
                 case .lost: answer.fail(.unknownSession(hosted.id))
                 }
+                if case .failed = committed { await session.reopen() }
             }
         case (.session, _):
             session.isolated { session in

@@ -18,16 +18,21 @@ final class HostedSession: Sendable {
     private let lastActive: Atomic<Int64>
     private let stored: Atomic<Bool>
 
-    /// - Parameter stored: whether the store has it already (recovered or claimed); a new
-    ///   session is stored once its creation commits (`markStored`).
-    init(id: String, tokenHash: [UInt8], epoch: Int?, stored: Bool, navigation: NavigationSession, events: SessionEvents) {
+    /// - Parameters:
+    ///   - stored: whether the store has it already (recovered or claimed); a new session is
+    ///     stored once its creation commits (`markStored`).
+    ///   - idle: how long it had gone unused when it was recovered, so a restart does not count
+    ///     as a use; nil for a session created or claimed, which a request just used.
+    init(id: String, tokenHash: [UInt8], epoch: Int?, stored: Bool, navigation: NavigationSession, events: SessionEvents,
+         idle: Duration? = nil) {
         self.id = id
         self.tokenHash = tokenHash
         self.epoch = epoch
         self.feature = navigation.feature
         self.navigation = navigation
         self.events = events
-        self.lastActive = Atomic(Self.now())
+        self.lastActive = Atomic(Self.now() - (idle.map(Self.nanoseconds) ?? 0))
+        self.usedSinceMark = Atomic(idle == nil)
         self.stored = Atomic(stored)
     }
 
@@ -66,9 +71,9 @@ final class HostedSession: Sendable {
         usedSinceMark.store(true, ordering: .relaxed)
     }
 
-    /// Used (a request, or an open stream) since the shared store last recorded it as used:
-    /// cleared only by a record that committed, so no use goes unrecorded.
-    private let usedSinceMark = Atomic<Bool>(true)
+    /// Used (a request, or an open stream) since the store last recorded it as used: cleared
+    /// only by a record that committed, so no use goes unrecorded.
+    private let usedSinceMark: Atomic<Bool>
 
     /// Whether there is use to record, clearing the flag; `keepUseToRecord()` sets it again
     /// when the record failed.
@@ -87,6 +92,11 @@ final class HostedSession: Sendable {
 
     private static func now() -> Int64 {
         Int64(DispatchTime.now().uptimeNanoseconds)
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
 

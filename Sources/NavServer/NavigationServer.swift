@@ -112,7 +112,8 @@ public final class NavigationServer: Sendable {
     private func recoverSessions() async throws {
         let handler = handler
         let sessions = try handler.persistence.recover(
-            catalog: handler.catalog, limits: configuration.sessionLimits, metrics: handler.metrics, executors: http.executors
+            catalog: handler.catalog, limits: configuration.sessionLimits, metrics: handler.metrics, executors: http.executors,
+            unrecordedUse: Self.useRecordRound(ttl: configuration.idleSessionTTL)
         ) { id, reason in
             handler.log.note(.warn, "session_unreadable", [("session", .string(id)), ("reason", .string(reason))])
         }
@@ -243,14 +244,24 @@ public final class NavigationServer: Sendable {
                 recorded = await Self.sweepSharedStore(handler, ttl: deleting ? ttl : nil, round: round) ? recorded + 1 : 0
             }
         }
+        // On a store of its own, use is recorded too, so a restart does not count as a use.
+        let recorder = Task.detached {
+            guard handler.persistence.isDurable, handler.persistence.shared == nil else { return }
+            let round = Self.useRecordRound(ttl: ttl)
+            while !Task.isCancelled {
+                try? await Task.sleep(for: round, tolerance: .milliseconds(100))
+                guard !Task.isCancelled else { break }
+                await Self.recordUse(handler)
+            }
+        }
+        // The first round at once: sessions recovered idle for the TTL end now, not a TTL later.
         let reaper = Task.detached {
             while !Task.isCancelled, let ttl {
-                try? await Task.sleep(for: min(ttl, Self.sharedRound))
-                guard !Task.isCancelled else { break }
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
                     // A failed delete is tried again next round.
                     _ = await handler.end(hosted, .expired)
                 }
+                try? await Task.sleep(for: min(ttl, Self.sharedRound))
             }
         }
         // Once a second: memory of ended sessions back to the system…
@@ -268,7 +279,7 @@ public final class NavigationServer: Sendable {
                 await handler.persistence.probeIfNeeded()
             }
         }
-        housekeeping.withLock { $0 = [heartbeat, reaper, sweeper, trimmer, prober] }
+        housekeeping.withLock { $0 = [heartbeat, reaper, sweeper, recorder, trimmer, prober] }
         handler.log.startWriting()
     }
 
@@ -277,6 +288,31 @@ public final class NavigationServer: Sendable {
     /// How often a node records on a shared store which of its sessions are in use, at most;
     /// also the longest wait between two rounds of the idle reaper.
     static let sharedRound: Duration = .seconds(15)
+
+    /// How often a node with a store of its own records which sessions were used: an eighth of
+    /// the TTL, between a second and a quarter of an hour. A restart takes a session for idle
+    /// since its last record less a round (what was used after the last record is not known),
+    /// so a session ends no sooner than the TTL after its last use, and at most a round later.
+    static func useRecordRound(ttl: Duration?) -> Duration {
+        min(max(.seconds(1), (ttl ?? .seconds(3600)) / 8), .seconds(900))
+    }
+
+    /// Sessions recorded as used in one commit, at most: a round's record of many sessions is
+    /// several small commits, so no request's commit waits long behind it.
+    static let usesPerCommit = 512
+
+    /// Records the sessions used since the last record (a request, or an open stream) as used
+    /// now; what fails to commit is recorded next round.
+    private static func recordUse(_ handler: APIHandler) async {
+        let used = handler.store.all.filter { $0.isStored && $0.takeUseToRecord() }
+        let now = secondsSince1970()
+        for start in stride(from: 0, to: used.count, by: usesPerCommit) {
+            let part = used[start..<min(start + usesPerCommit, used.count)]
+            if await !handler.persistence.commit([.used(ids: part.map(\.id), at: now)]) {
+                for hosted in part { hosted.keepUseToRecord() }
+            }
+        }
+    }
 
     /// Rounds a node records in a row before it deletes idle sessions: after a start, or after
     /// an outage of the database, every node's record is older than the TTL allows, sessions in

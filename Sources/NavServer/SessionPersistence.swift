@@ -217,13 +217,15 @@ final class SessionPersistence: Sendable {
     // MARK: - Recovery
 
     /// Brings back every stored session. A record that cannot be read is skipped and counted;
-    /// the rest load.
+    /// the rest load. Each keeps the idle time it had at its last recorded use, less
+    /// `unrecordedUse` (use since the last record is lost with the process, so a session is
+    /// never taken for idler than it was).
     ///
     /// Rebuilding a session (decoding its state, deriving its tree) is most of a restart's time,
     /// and sessions do not depend on each other: they are rebuilt a batch at a time on every core,
     /// while the store is read on one thread. They are dealt to `executors` in turn.
     func recover(catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics, executors: [any SessionExecutor],
-                 report: (String, String) -> Void) throws(StorageError) -> [HostedSession] {
+                 unrecordedUse: Duration, report: (String, String) -> Void) throws(StorageError) -> [HostedSession] {
         guard let storage else { return [] }
         var sessions: [HostedSession] = []
         var failed: [(String, String)] = []
@@ -237,7 +239,8 @@ final class SessionPersistence: Sendable {
                     let navigation = try restore(stored, epoch: nil, catalog: catalog, limits: limits,
                                                  executor: executors[(dealt + index) % executors.count])
                     rebuilt.set(index, .success(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash, epoch: nil, stored: true,
-                                                              navigation: navigation, events: SessionEvents(metrics: metrics))))
+                                                              navigation: navigation, events: SessionEvents(metrics: metrics),
+                                                              idle: Self.idle(since: stored.lastUsed, unrecordedUse: unrecordedUse))))
                 } catch {
                     rebuilt.set(index, .failure(error))
                 }
@@ -262,6 +265,14 @@ final class SessionPersistence: Sendable {
         failedRecords.store(failed.count, ordering: .relaxed)
         recovered.store(sessions.count, ordering: .relaxed)
         return sessions
+    }
+
+    /// How long a session last used at `lastUsed` (seconds since 1970) has been idle, at most
+    /// a year (a clock that jumped must not overflow anything); unknown: not at all.
+    static func idle(since lastUsed: Double?, unrecordedUse: Duration) -> Duration {
+        guard let lastUsed else { return .zero }
+        let seconds = min(max(0, secondsSince1970() - lastUsed), 366 * 86_400)
+        return max(.zero, .milliseconds(Int64(seconds * 1000)) - unrecordedUse)
     }
 
     private func restore(_ stored: StoredSession, epoch: Int?, catalog: FeatureCatalog, limits: SessionLimits,
@@ -368,6 +379,8 @@ private final class StorageJournal: SessionJournal {
         self.storage = storage
         self.persistence = persistence
     }
+
+    var takesWrites: Bool { persistence.isAvailable }
 
     func write(_ entries: [JournalEntry], generation: Int, completion: @escaping @Sendable (Bool) -> Void) {
         let persistence = persistence

@@ -251,6 +251,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
         case .fence:
             // Checked for the whole batch before any write (`lockFenced`).
             break
+        case .used:
+            // Never sent to a shared store: its nodes record use in `sweep`.
+            break
         case .probe:
             try connection.run("""
                 INSERT INTO navd_probes (id, written) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET written = excluded.written

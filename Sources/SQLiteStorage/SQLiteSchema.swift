@@ -13,13 +13,15 @@
 /// The journal has no index on the session: every row a commit adds lands on the table's last
 /// page, and which rows are whose is kept in memory (`JournalIndex`).
 ///
-/// Rowid tables throughout: state and event blobs can be large, and SQLite keeps large rows
-/// better out of a clustered (WITHOUT ROWID) index.
+/// When each session was last used is a table of its own (`uses`), apart from the sessions'
+/// large rows: it is rewritten for every session in use once a round, and small rows keep that
+/// write to a few pages. Every other table is a rowid table: state and event blobs can be
+/// large, and SQLite keeps large rows better out of a clustered (WITHOUT ROWID) index.
 enum SQLiteSchema {
     /// `PRAGMA application_id`: the bytes "navd", so a stranger's database is refused.
     static let applicationID = 0x6E61_7664
     /// `PRAGMA user_version`: bumped by every change to the tables below.
-    static let version = 3
+    static let version = 4
 
     /// Run once, in a transaction, on an empty file.
     static let create = """
@@ -40,6 +42,7 @@ enum SQLiteSchema {
             written REAL NOT NULL
         );
         \(journal)
+        \(uses)
         PRAGMA application_id = \(applicationID);
         PRAGMA user_version = \(version);
         """
@@ -63,8 +66,28 @@ enum SQLiteSchema {
         );
         """
 
+    /// `at` is when a node last recorded the session as used (a request, or an open stream), in
+    /// seconds since 1970: a restart counts idle time from there.
+    private static let uses = """
+        CREATE TABLE uses (
+            session TEXT PRIMARY KEY,
+            at REAL NOT NULL
+        ) WITHOUT ROWID;
+        """
+
     /// Brings a file of an older schema up to `version`, in the caller's transaction.
     static func migrations(from old: Int) -> String? {
+        guard let toVersion3 = migrationToVersion3(from: old) else { return nil }
+        // Version 3 did not record use: its sessions count as used at the upgrade.
+        return """
+            \(toVersion3)
+            \(uses)
+            INSERT INTO uses (session, at) SELECT id, (julianday('now') - 2440587.5) * 86400 FROM sessions;
+            PRAGMA user_version = \(version);
+            """
+    }
+
+    private static func migrationToVersion3(from old: Int) -> String? {
         switch old {
         case 1:
             // Version 1 kept transactions and events in two tables. Each kept event becomes a row
@@ -87,14 +110,12 @@ enum SQLiteSchema {
             DROP TABLE transactions;
             DROP TABLE events;
             DROP INDEX journal_by_session;
-            PRAGMA user_version = \(version);
             """
         case 2:
             // Version 2 indexed the journal by session.
-            """
-            DROP INDEX journal_by_session;
-            PRAGMA user_version = \(version);
-            """
+            "DROP INDEX journal_by_session;"
+        case 3:
+            ""
         default:
             nil
         }

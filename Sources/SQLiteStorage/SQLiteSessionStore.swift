@@ -197,8 +197,9 @@ public final class SQLiteSessionStore: SessionStorage {
                              retention: EventRetention) throws(SQLiteDatabase.Failure) -> SessionPage {
         var page = SessionPage()
         try database.run("""
-            SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
-            FROM sessions WHERE id > ? ORDER BY id LIMIT \(SessionPage.size)
+            SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras, uses.at
+            FROM sessions LEFT JOIN uses ON uses.session = sessions.id
+            WHERE id > ? ORDER BY id LIMIT \(SessionPage.size)
             """, [.text(cursor)]) { row in
             let id = row.text(0)
             page.last = id
@@ -214,7 +215,8 @@ public final class SQLiteSessionStore: SessionStorage {
             // Rows at or below the snapshot are kept only for their events.
             let replay = journal.transactions.filter { $0.version > snapshot.version }
             page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay,
-                                               events: journal.events.sorted { $0.sequence < $1.sequence }, retention: retention))
+                                               events: journal.events.sorted { $0.sequence < $1.sequence },
+                                               lastUsed: row.isNull(10) ? nil : row.real(10), retention: retention))
         }
         return page
     }
@@ -264,6 +266,7 @@ public final class SQLiteSessionStore: SessionStorage {
                 INSERT INTO sessions (id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, [.text(record.id), .blob(record.tokenHash), .text(record.feature), .real(record.created)] + Self.values(snapshot))
+            try database.run("INSERT INTO uses (session, at) VALUES (?, ?)", [.text(record.id), .real(record.created)])
         case .transaction(let id, let transaction):
             // A batch still on its way when its session was deleted: nothing of it is kept, on
             // disk or here. Asked only of a session with no rows, which a live one rarely is.
@@ -290,8 +293,12 @@ public final class SQLiteSessionStore: SessionStorage {
             break
         case .probe:
             try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
+        case .used(let ids, let at):
+            // Only sessions still here: one deleted while the record was on its way stays gone.
+            for id in ids { try database.run("UPDATE uses SET at = ? WHERE session = ?", [.real(at), .text(id)]) }
         case .delete(let id):
             try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])
+            try database.run("DELETE FROM uses WHERE session = ?", [.text(id)])
             try deleteRows(open.journal.remove(id), of: id, from: database)
         }
     }
@@ -334,12 +341,14 @@ public final class SQLiteSessionStore: SessionStorage {
     /// After deletions the file keeps its pages, and new rows reuse them: under steady load
     /// (events trimmed, events added) that is what should happen. Only when a quarter of the
     /// file is free, because live data shrank, do pages go back to the file system, a few at a
-    /// time so no commit waits long behind it. True when it gave some back and more are free.
+    /// time so no commit waits long behind it. True when it gave some back (there may be more):
+    /// a file that does not shrink this way (not in incremental mode) stops the caller at once.
     private func giveBackFreePages(_ database: SQLiteDatabase) -> Bool {
         guard let free = try? database.integer("PRAGMA freelist_count"), free >= Self.vacuumThreshold,
               let pages = try? database.integer("PRAGMA page_count"), free * 4 >= pages,
-              (try? database.execute("PRAGMA incremental_vacuum(\(Self.vacuumThreshold))")) != nil else { return false }
-        return free >= 2 * Self.vacuumThreshold
+              (try? database.execute("PRAGMA incremental_vacuum(\(Self.vacuumThreshold))")) != nil,
+              let left = try? database.integer("PRAGMA freelist_count") else { return false }
+        return left < free
     }
 
     /// The rest of what a commit began to give back, a step at a time between commits, so an

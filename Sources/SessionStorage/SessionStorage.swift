@@ -146,6 +146,11 @@ public enum StoreWrite: Sendable {
     case snapshot(id: String, SessionSnapshot)
     /// The session ended: everything about it leaves the store.
     case delete(id: String)
+    /// Sessions used (a request, or an open stream) since the last such write, as of `at`
+    /// (seconds since 1970), so a restart counts their idle time from their last use rather
+    /// than from the restart. A store several nodes share records use in `sweep` instead and
+    /// is never sent one.
+    case used(ids: [String], at: Double)
     /// A small write of no session's, to learn whether the store takes writes again after a
     /// failure (a full disk that has room again).
     case probe
@@ -242,12 +247,17 @@ public struct StoredSession: Sendable, Equatable {
     public var transactions: [SessionTransaction]
     /// Events kept for `Last-Event-ID`, in order; they may start before the snapshot.
     public var events: [StoredEvent]
+    /// When it was last recorded as used (`StoreWrite.used`, or its creation), in seconds since
+    /// 1970; nil when the store does not know.
+    public var lastUsed: Double?
 
-    public init(record: SessionRecord, snapshot: SessionSnapshot, transactions: [SessionTransaction], events: [StoredEvent]) {
+    public init(record: SessionRecord, snapshot: SessionSnapshot, transactions: [SessionTransaction], events: [StoredEvent],
+                lastUsed: Double? = nil) {
         self.record = record
         self.snapshot = snapshot
         self.transactions = transactions
         self.events = events
+        self.lastUsed = lastUsed
     }
 }
 
@@ -304,7 +314,7 @@ extension StoredSession {
     /// or more events since the snapshot than the buffer holds). `Last-Event-ID` gets what
     /// `retention` keeps.
     public init(record: SessionRecord, snapshot: SessionSnapshot, transactions: [SessionTransaction], events: [StoredEvent],
-                retention: EventRetention) {
+                lastUsed: Double? = nil, retention: EventRetention) {
         var replay = transactions
         var next = events.firstIndex { $0.sequence > snapshot.lastSequence } ?? events.endIndex
         for index in replay.indices {
@@ -312,7 +322,7 @@ extension StoredSession {
             while next < events.endIndex && events[next].sequence <= replay[index].lastSequence { next += 1 }
             replay[index].events = Array(events[start..<next])
         }
-        self.init(record: record, snapshot: snapshot, transactions: replay, events: retention.keep(events))
+        self.init(record: record, snapshot: snapshot, transactions: replay, events: retention.keep(events), lastUsed: lastUsed)
     }
 }
 

@@ -42,6 +42,8 @@ final class MemoryJournal: SessionJournal {
 
     var heldCount: Int { state.withLock { $0.held.count } }
 
+    var takesWrites: Bool { state.withLock { $0.mode != .refuse } }
+
     /// Completes one held write, leaving the others held (completions can come in any order).
     func complete(_ index: Int, success: Bool) {
         let completion = state.withLock { state in
@@ -496,13 +498,17 @@ final class MemoryJournal: SessionJournal {
         let journal = MemoryJournal()
         _ = await harness.session.makeDurable(journal: journal)
         _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: "factButtonTapped", arguments: nil))
+        let rollbacks = Mutex(0)
+        await harness.session.onRollback { rollbacks.withLock { $0 += 1 } }
         journal.set(.refuse)
         let refused = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         await #expect(throws: NavigationError.storageUnavailable) { try await harness.session.durable(refused) }
         #expect(await harness.session.describe().state["factIsLoading"] == true, "rolled back to the durable spinner")
-        // While the disk stays full, the settling fails and is tried again later, not in a loop.
+        // While the disk stays full, the settling waits: no write that would fail, and roll the
+        // session back (closing its streams) again, every second.
         try await Task.sleep(for: NavigationSession.settlingDelay * 2.5)
         #expect(await harness.session.describe().state["factIsLoading"] == true)
+        #expect(rollbacks.withLock { $0 } == 1, "only the refused request's rollback")
         journal.set(.accept)
         var settled = false
         for _ in 0..<250 where !settled {
@@ -511,6 +517,26 @@ final class MemoryJournal: SessionJournal {
         }
         #expect(settled)
         #expect(journal.entries.last?.events.map(\.kind) == [.state], "settled in an ordinary, durable batch")
+    }
+
+    /// A deletion decided on a version: nothing changes the session while it is on its way,
+    /// and a deletion that failed leaves the session working.
+    @Test func aDeletionUnderWayRefusesChangesUntilItFails() async throws {
+        let harness = try await Harness("counter")
+        let version = await harness.session.describe().version
+        await #expect(throws: NavigationError.versionMismatch(expected: version + 5, current: version)) {
+            try await harness.session.close(ifMatch: version + 5)
+        }
+        let moved = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        #expect(moved.version == version + 1, "a refused deletion changes nothing")
+        try await harness.session.close(ifMatch: version + 1)
+        await #expect(throws: NavigationError.sessionEnded) {
+            try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        }
+        await #expect(throws: NavigationError.sessionEnded, "one deletion at a time") { try await harness.session.close(ifMatch: nil) }
+        await harness.session.reopen()
+        let after = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        #expect(after.version == version + 2)
     }
 
     @Test func aFailedWriteRollsTheSessionBackAndRefusesItsRequests() async throws {

@@ -113,6 +113,51 @@ import TestSupport
         reopened.close()
     }
 
+    /// A restart is not a use: a session idle for the TTL before it ends at once after it, and
+    /// one used just before it stays (idle time is counted from the last recorded use, less the
+    /// round that may have gone unrecorded).
+    @Test func aRestartDoesNotCountAsUse() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-idle-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let retention = EventRetention(count: 1024, bytes: 1 << 20)
+        let ttl = Duration.seconds(3)
+        #expect(NavigationServer.useRecordRound(ttl: ttl) == .seconds(1))
+        func start() async throws -> (TestServer, SQLiteSessionStore) {
+            let store = try SQLiteSessionStore(directory: directory, retention: retention)
+            return (try await TestServer(storage: store) { $0.idleSessionTTL = ttl }, store)
+        }
+        func openSessions(_ server: TestServer) async throws -> String? {
+            let text = try await server.client().request("GET", "/metrics").text
+            return text.split(separator: "\n").first { $0.hasPrefix("navd_sessions_open ") }.map(String.init)
+        }
+
+        var (server, store) = try await start()
+        let (stale, staleToken) = try await server.session("counter")
+        await server.stop()
+        store.close()
+        // Idle for longer than the TTL plus the round a restart forgives.
+        try await Task.sleep(for: ttl + .seconds(1) + .milliseconds(700))
+
+        (server, store) = try await start()
+        var open: String?
+        for _ in 0..<30 where open != "navd_sessions_open 0" {
+            open = try await openSessions(server)
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(open == "navd_sessions_open 0", "ended by the first round after the start, not a TTL later")
+        #expect(try await server.client().get("/sessions/\(stale)", token: staleToken).status == 404)
+        let (fresh, freshToken) = try await server.session("counter")
+        await server.stop()
+        store.close()
+
+        (server, store) = try await start()
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await openSessions(server) == "navd_sessions_open 1", "used a moment before the restart")
+        #expect(try await server.client().get("/sessions/\(fresh)", token: freshToken).status == 200)
+        await server.stop()
+        store.close()
+    }
+
     @Test func createRejectsBadRequests() async throws {
         let server = try await TestServer()
         let client = try server.client()

@@ -241,6 +241,31 @@ struct FencingTests {
         await other.stop()
     }
 
+    /// A conditional `DELETE` on a node that does not hold the session compares the version
+    /// the client saw with the session's, as on the holder: it takes the session over first.
+    @Test func aConditionalDeleteOnAnotherNodeComparesTheVersion() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let holder = try await Self.node(url)
+        let other = try await Self.node(url)
+        let (id, token) = try await holder.session("counter")
+        let auth = [("Authorization", "Bearer \(token)")]
+        let moved = try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(moved.json["version"]?.intValue == 1)
+        let malformed = try await other.client().request("DELETE", "/sessions/\(id)", headers: auth + [("If-Match", "yesterday")])
+        #expect(malformed.status == 400, "\(malformed.text)")
+        let stale = try await other.client().request("DELETE", "/sessions/\(id)", headers: auth + [("If-Match", "\"0\"")])
+        #expect(stale.status == 412, "\(stale.text)")
+        #expect(stale.json["error"]?["code"] == "version_mismatch")
+        #expect(try await holder.client().request("GET", "/sessions/\(id)", headers: auth).json["version"]?.intValue == 1, "still there")
+        let current = try await other.client().request("DELETE", "/sessions/\(id)", headers: auth + [("If-Match", "\"1\"")])
+        #expect(current.status == 204, "\(current.text)")
+        for node in [holder, other] {
+            #expect(try await node.client().request("GET", "/sessions/\(id)", headers: auth).status == 404)
+        }
+        await holder.stop()
+        await other.stop()
+    }
+
     /// The holder hears of a deletion late, and meanwhile writes the session: the write finds
     /// the row gone, which is a deletion, not a takeover, so its streams still get `end`.
     @Test func aWriteThatFindsTheSessionDeletedEndsItsStreamsWithEnd() async throws {

@@ -65,6 +65,45 @@ import TestSupport
         #expect(a.events.map(\.sequence) == [1, 2, 3])
     }
 
+    /// When a session was last used comes back after a reopen: its creation, then each record of
+    /// use; a record for a session deleted meanwhile leaves nothing behind.
+    @Test func whenASessionWasLastUsedComesBackAfterAReopen() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("b"), snapshot(version: 0, last: 0))])
+        store.close()
+        #expect(try open().loadAll().sessions.map(\.lastUsed) == [record("a").created, record("b").created])
+
+        let reopened = try open()
+        _ = try reopened.loadAll()
+        try commit(reopened, [.used(ids: ["a"], at: 1_800_000_000.25)])
+        try commit(reopened, [.delete(id: "b")])
+        try commit(reopened, [.used(ids: ["a", "b"], at: 1_800_000_060.5)])
+        reopened.close()
+        let loaded = try open().loadAll()
+        #expect(loaded.sessions.map(\.record.id) == ["a"])
+        #expect(loaded.sessions.first?.lastUsed == 1_800_000_060.5)
+        let database = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("navd.sqlite3"))
+        #expect(try database.integer("SELECT count(*) FROM uses") == 1, "b's record is gone with it")
+    }
+
+    /// Version 3 did not record use: its sessions count as used at the upgrade, not never.
+    @Test func aVersionThreeStoreCountsItsSessionsAsUsedAtTheUpgrade() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        store.close()
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try SQLiteDatabase(path: file).execute("DROP TABLE uses; PRAGMA user_version = 3")
+        let before = Date().timeIntervalSince1970
+        store = try open()
+        let a = try #require(try store.loadAll().sessions.first)
+        store.close()
+        let lastUsed = try #require(a.lastUsed)
+        #expect(lastUsed >= before - 1 && lastUsed <= Date().timeIntervalSince1970 + 1)
+        #expect(try SQLiteDatabase(path: file).integer("PRAGMA user_version") == SQLiteSchema.version)
+    }
+
     @Test func aSnapshotDropsTheTransactionsItCoversAndTrimsEventsToTheBuffer() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try open()
@@ -154,6 +193,27 @@ import TestSupport
         }
         #expect(size() < 5 << 20, "16 MiB freed, \(size()) bytes left")
         if !closing { store.close() }
+        #expect(try open().loadAll().sessions.map(\.record.id) == ["b"])
+    }
+
+    /// A file that cannot give pages back a step at a time (an operator turned incremental
+    /// vacuum off) keeps them, and the store still commits and closes.
+    @Test func aFileWithoutIncrementalVacuumKeepsItsPagesAndStillCloses() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try open().close()
+        try SQLiteDatabase(path: directory + "/navd.sqlite3").execute("PRAGMA auto_vacuum = NONE; VACUUM;")
+        let store = try open()
+        let large = SessionSnapshot(version: 0, lastSequence: 0, nextSerial: 7, state: Array(repeating: UInt8(ascii: "7"), count: 8 << 20),
+                                    tree: Array(#"{"id":"root"}"#.utf8), extras: [])
+        try commit(store, [.create(record("a"), large), .create(record("b"), snapshot(version: 0, last: 0))])
+        try commit(store, [.delete(id: "a")])
+        try commit(store, [.transaction(id: "b", transaction(version: 1, events: 1...1))])
+        let closed = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            store.close()
+            closed.signal()
+        }
+        #expect(closed.wait(timeout: .now() + 10) == .success, "close gave up on what it cannot give back")
         #expect(try open().loadAll().sessions.map(\.record.id) == ["b"])
     }
 
@@ -252,6 +312,7 @@ import TestSupport
         #expect(upgraded.snapshot == state)
         #expect(upgraded.transactions == [after])
         #expect(upgraded.events.map(\.sequence) == [1, 2, 3, 4])
+        #expect(upgraded.lastUsed != nil, "used at the upgrade")
         let upgradedFile = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("navd.sqlite3"))
         #expect(try upgradedFile.integer("SELECT count(*) FROM sqlite_schema WHERE name IN ('transactions', 'events')") == 0)
         #expect(try upgradedFile.integer("PRAGMA user_version") == SQLiteSchema.version)
@@ -313,7 +374,9 @@ import TestSupport
                            .transaction(id: "a", transaction(version: 1, events: 1...2))])
         store.close()
         let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
-        try SQLiteDatabase(path: file).execute("CREATE INDEX journal_by_session ON journal (session, ordinal); PRAGMA user_version = 2")
+        try SQLiteDatabase(path: file).execute("""
+            DROP TABLE uses; CREATE INDEX journal_by_session ON journal (session, ordinal); PRAGMA user_version = 2
+            """)
         store = try open()
         let a = try #require(try store.loadAll().sessions.first)
         store.close()

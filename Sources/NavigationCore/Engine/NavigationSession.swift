@@ -35,6 +35,8 @@ public actor NavigationSession {
     static let settlingDelay = Duration.seconds(1)
     /// Let go (another node took it over): nothing more is started or settled here.
     private var isSuspended = false
+    /// A deletion is on its way to the store (`close(ifMatch:)`).
+    private var isClosing = false
     /// The largest version, event id or id number a restored record may hold: the largest
     /// integer a JSON number carries exactly, far from where counting on would overflow.
     static let counterLimit = 1 << 53
@@ -398,6 +400,21 @@ public actor NavigationSession {
         effectWaiters.removeAll()
     }
 
+    /// Before a deletion is made durable: refuses it unless the session is at version `ifMatch`
+    /// (when given), and then every transaction until the deletion is over (`reopen()` if it
+    /// failed), so what is deleted is the version the check saw.
+    public func close(ifMatch: Int?) throws(NavigationError) {
+        guard endEvent == nil, !isClosing else { throw .sessionEnded }
+        flush()
+        if let ifMatch, ifMatch != version { throw .versionMismatch(expected: ifMatch, current: version) }
+        isClosing = true
+    }
+
+    /// After a deletion that did not happen: the session takes transactions again.
+    public func reopen() {
+        isClosing = false
+    }
+
     /// Closes the session without `end`, because it is not over: the server stops and keeps it.
     /// Effects are cancelled; what they had not finished settles when the session is restored.
     public func suspend() {
@@ -560,8 +577,10 @@ public actor NavigationSession {
     }
 
     /// The effects a rollback cancelled leave their marks in the durable state (a spinner, an
-    /// alert's timer): they settle as after a restart, once the store takes writes again. Tried
-    /// a second later, and again after each failure, never in a tight loop against a full disk.
+    /// alert's timer): they settle as after a restart, once the store takes writes again. Looked
+    /// at once a second: tried only while the store is known to take writes (a failed try would
+    /// roll the session back, and close its streams, again) and no effect of the session runs
+    /// (`settleEffects` would leave everything as it is).
     private func settleLater() {
         guard !settlingIsScheduled else { return }
         settlingIsScheduled = true
@@ -574,6 +593,7 @@ public actor NavigationSession {
     private func settleAfterRollback() {
         settlingIsScheduled = false
         guard endEvent == nil, !isSuspended else { return }
+        guard durability?.journal.takesWrites ?? true, unfinishedEffects.isEmpty else { return settleLater() }
         _ = try? settleEffects()
     }
 
@@ -598,7 +618,7 @@ public actor NavigationSession {
         ifMatch: Int?,
         _ body: (Reconciler) throws(NavigationError) -> Effect?
     ) throws(NavigationError) -> Outcome {
-        guard endEvent == nil else { throw .sessionEnded }
+        guard endEvent == nil, !isClosing else { throw .sessionEnded }
         flush()
         if let ifMatch, ifMatch != version { throw .versionMismatch(expected: ifMatch, current: version) }
         let sequenceBefore = lastSequence

@@ -13,6 +13,15 @@ public protocol SessionJournal: Sendable {
     /// the same `generation` must fail too, unwritten; the session rolls back and writes on
     /// with the next generation.
     func write(_ entries: [JournalEntry], generation: Int, completion: @escaping @Sendable (Bool) -> Void)
+
+    /// Whether the store takes writes now, as far as anyone knows (false while its writes fail):
+    /// work that can wait, such as settling what a rollback cancelled, waits for it rather than
+    /// failing, and rolling the session back, again.
+    var takesWrites: Bool { get }
+}
+
+extension SessionJournal {
+    public var takesWrites: Bool { true }
 }
 
 /// A session whole at one moment: enough to rebuild it with the same tree, ids and counters.
