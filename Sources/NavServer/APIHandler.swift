@@ -111,10 +111,9 @@ final class APIHandler: HTTPHandler {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let allowQueryToken = route == .events
         let token = Self.presentedToken(request, allowQueryToken: allowQueryToken).map(String.init)
-        // Needs no room here: nothing is taken over, and a full node must still free room. A
-        // conditional delete needs the session's version, so it takes the session over first.
-        if route == .session && request.method == "DELETE", try Self.ifMatch(request) == nil {
-            return deleteUnheld(id, token: token, answer)
+        // Needs no room here: nothing is taken over, and a full node must still free room.
+        if route == .session && request.method == "DELETE" {
+            return deleteUnheld(id, token: token, ifMatch: try Self.ifMatch(request), answer)
         }
         guard store.hasRoom() else { throw .overCapacity(sessions: store.limit ?? 0) }
         let ticket = request.headers["Authorization"] == nil && allowQueryToken && request.queryValue("ticket") != nil
@@ -132,12 +131,15 @@ final class APIHandler: HTTPHandler {
 
     /// `DELETE` of a session another node may hold: deleted in the store without taking it over,
     /// so the node that holds it hears of a deletion, not a takeover, and its streams get `end`.
-    private func deleteUnheld(_ id: String, token: String?, _ answer: Answer) {
+    /// With `If-Match`, the store compares the version in the transaction that would delete it.
+    private func deleteUnheld(_ id: String, token: String?, ifMatch: Int?, _ answer: Answer) {
         Task(executorPreference: answer.executor) { [self] in
-            switch await persistence.delete(id, token: token) {
+            switch await persistence.delete(id, token: token, ifVersion: ifMatch) {
             case .success(.deleted): answer.send(HTTPResponse(status: 204))
             case .success(.notFound): answer.fail(.unknownSession(id))
             case .success(.refused): answer.fail(.unauthorized)
+            case .success(.versionMismatch(let current)):
+                answer.fail(APIError(NavigationError.versionMismatch(expected: ifMatch ?? current, current: current)))
             case .failure: answer.fail(APIError(.storageUnavailable))
             }
         }

@@ -84,6 +84,12 @@ final class HostedSession: Sendable {
 
     func keepUseToRecord() { usedSinceMark.store(true, ordering: .relaxed) }
 
+    /// For how long it has had no request and no open stream.
+    var idleSeconds: Double {
+        guard events.count == 0 else { return 0 }
+        return Double(max(0, Self.now() - lastActive.load(ordering: .relaxed))) / 1e9
+    }
+
     /// Idle: no request for `ttl` and no open stream.
     func isIdle(for ttl: Duration) -> Bool {
         guard events.count == 0 else { return false }

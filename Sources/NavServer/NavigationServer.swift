@@ -112,8 +112,7 @@ public final class NavigationServer: Sendable {
     private func recoverSessions() async throws {
         let handler = handler
         let sessions = try handler.persistence.recover(
-            catalog: handler.catalog, limits: configuration.sessionLimits, metrics: handler.metrics, executors: http.executors,
-            unrecordedUse: Self.useRecordRound(ttl: configuration.idleSessionTTL)
+            catalog: handler.catalog, limits: configuration.sessionLimits, metrics: handler.metrics, executors: http.executors
         ) { id, reason in
             handler.log.note(.warn, "session_unreadable", [("session", .string(id)), ("reason", .string(reason))])
         }
@@ -171,6 +170,8 @@ public final class NavigationServer: Sendable {
         http.beginShutdown()
         let durable = handler.persistence.isDurable
         let sessions = handler.store.all
+        // Before the streams close: a session with one open is in use.
+        let idleAtStop = durable ? sessions.filter(\.isStored).map { (id: $0.id, seconds: $0.idleSeconds) } : []
         // Each session settles on its own executor, behind the requests queued there: all at
         // once, and only for so long. A session that is late gets its streams closed without
         // `end`, which a client treats like any lost connection.
@@ -190,6 +191,13 @@ public final class NavigationServer: Sendable {
         for hosted in sessions { hosted.events.closeAll() }
         http.finishShutdown(deadline: deadline)
         for task in housekeeping.withLock({ $0 }) { task.cancel() }
+        // How long each session had gone unused, before the store closes: the next process
+        // finds each as idle as it was at the stop, not fresh.
+        if handler.persistence.shared == nil, let storage = handler.persistence.storage {
+            let recorded = DispatchSemaphore(value: 0)
+            storage.commit(idleAtStop.map { StoreWrite.used(id: $0.id, idleSeconds: $0.seconds) }) { _ in recorded.signal() }
+            _ = recorded.wait(timeout: Self.dispatchTime(deadline))
+        }
         handler.persistence.storage?.close()
         handler.log.stopWriting()
     }
@@ -244,24 +252,14 @@ public final class NavigationServer: Sendable {
                 recorded = await Self.sweepSharedStore(handler, ttl: deleting ? ttl : nil, round: round) ? recorded + 1 : 0
             }
         }
-        // On a store of its own, use is recorded too, so a restart does not count as a use.
-        let recorder = Task.detached {
-            guard handler.persistence.isDurable, handler.persistence.shared == nil else { return }
-            let round = Self.useRecordRound(ttl: ttl)
-            while !Task.isCancelled {
-                try? await Task.sleep(for: round, tolerance: .milliseconds(100))
-                guard !Task.isCancelled else { break }
-                await Self.recordUse(handler)
-            }
-        }
-        // The first round at once: sessions recovered idle for the TTL end now, not a TTL later.
+        // The first round at once: sessions recovered idle for the TTL end now, not a round later.
         let reaper = Task.detached {
             while !Task.isCancelled, let ttl {
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
                     // A failed delete is tried again next round.
                     _ = await handler.end(hosted, .expired)
                 }
-                try? await Task.sleep(for: min(ttl, Self.sharedRound))
+                try? await Task.sleep(for: Self.reaperRound(ttl: ttl))
             }
         }
         // Once a second: memory of ended sessions back to the system…
@@ -279,7 +277,7 @@ public final class NavigationServer: Sendable {
                 await handler.persistence.probeIfNeeded()
             }
         }
-        housekeeping.withLock { $0 = [heartbeat, reaper, sweeper, recorder, trimmer, prober] }
+        housekeeping.withLock { $0 = [heartbeat, reaper, sweeper, trimmer, prober] }
         handler.log.startWriting()
     }
 
@@ -289,29 +287,10 @@ public final class NavigationServer: Sendable {
     /// also the longest wait between two rounds of the idle reaper.
     static let sharedRound: Duration = .seconds(15)
 
-    /// How often a node with a store of its own records which sessions were used: an eighth of
-    /// the TTL, between a second and a quarter of an hour. A restart takes a session for idle
-    /// since its last record less a round (what was used after the last record is not known),
-    /// so a session ends no sooner than the TTL after its last use, and at most a round later.
-    static func useRecordRound(ttl: Duration?) -> Duration {
-        min(max(.seconds(1), (ttl ?? .seconds(3600)) / 8), .seconds(900))
-    }
-
-    /// Sessions recorded as used in one commit, at most: a round's record of many sessions is
-    /// several small commits, so no request's commit waits long behind it.
-    static let usesPerCommit = 512
-
-    /// Records the sessions used since the last record (a request, or an open stream) as used
-    /// now; what fails to commit is recorded next round.
-    private static func recordUse(_ handler: APIHandler) async {
-        let used = handler.store.all.filter { $0.isStored && $0.takeUseToRecord() }
-        let now = secondsSince1970()
-        for start in stride(from: 0, to: used.count, by: usesPerCommit) {
-            let part = used[start..<min(start + usesPerCommit, used.count)]
-            if await !handler.persistence.commit([.used(ids: part.map(\.id), at: now)]) {
-                for hosted in part { hosted.keepUseToRecord() }
-            }
-        }
+    /// How often idle sessions are looked for: an eighth of the TTL, between a second and the
+    /// shared store's round, so a session ends at most that long after its TTL.
+    static func reaperRound(ttl: Duration) -> Duration {
+        min(max(.seconds(1), ttl / 8), sharedRound)
     }
 
     /// Rounds a node records in a row before it deletes idle sessions: after a start, or after

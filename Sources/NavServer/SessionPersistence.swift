@@ -194,10 +194,10 @@ final class SessionPersistence: Sendable {
 
     /// Deletes session `id`, which this node does not hold, from the shared store, if `token`
     /// opens it; the node holding it (if any) ends it there.
-    func delete(_ id: String, token: String?) async -> Result<SessionDeletion, StorageError> {
+    func delete(_ id: String, token: String?, ifVersion: Int?) async -> Result<SessionDeletion, StorageError> {
         guard let shared else { return .success(.notFound) }
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<SessionDeletion, StorageError>, Never>) in
-            shared.delete(id, authorize: Self.opens(token)) { done.resume(returning: $0) }
+            shared.delete(id, ifVersion: ifVersion, authorize: Self.opens(token)) { done.resume(returning: $0) }
         }
         _ = noted(result.map { _ in })
         return result
@@ -217,15 +217,14 @@ final class SessionPersistence: Sendable {
     // MARK: - Recovery
 
     /// Brings back every stored session. A record that cannot be read is skipped and counted;
-    /// the rest load. Each keeps the idle time it had at its last recorded use, less
-    /// `unrecordedUse` (use since the last record is lost with the process, so a session is
-    /// never taken for idler than it was).
+    /// the rest load. Each keeps the idle time it had when the store was closed; after a crash,
+    /// when what was used since the last record is not known, none (the restart counts as a use).
     ///
     /// Rebuilding a session (decoding its state, deriving its tree) is most of a restart's time,
     /// and sessions do not depend on each other: they are rebuilt a batch at a time on every core,
     /// while the store is read on one thread. They are dealt to `executors` in turn.
     func recover(catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics, executors: [any SessionExecutor],
-                 unrecordedUse: Duration, report: (String, String) -> Void) throws(StorageError) -> [HostedSession] {
+                 report: (String, String) -> Void) throws(StorageError) -> [HostedSession] {
         guard let storage else { return [] }
         var sessions: [HostedSession] = []
         var failed: [(String, String)] = []
@@ -240,7 +239,7 @@ final class SessionPersistence: Sendable {
                                                  executor: executors[(dealt + index) % executors.count])
                     rebuilt.set(index, .success(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash, epoch: nil, stored: true,
                                                               navigation: navigation, events: SessionEvents(metrics: metrics),
-                                                              idle: Self.idle(since: stored.lastUsed, unrecordedUse: unrecordedUse))))
+                                                              idle: Self.idle(stored.idleSeconds))))
                 } catch {
                     rebuilt.set(index, .failure(error))
                 }
@@ -267,12 +266,11 @@ final class SessionPersistence: Sendable {
         return sessions
     }
 
-    /// How long a session last used at `lastUsed` (seconds since 1970) has been idle, at most
-    /// a year (a clock that jumped must not overflow anything); unknown: not at all.
-    static func idle(since lastUsed: Double?, unrecordedUse: Duration) -> Duration {
-        guard let lastUsed else { return .zero }
-        let seconds = min(max(0, secondsSince1970() - lastUsed), 366 * 86_400)
-        return max(.zero, .milliseconds(Int64(seconds * 1000)) - unrecordedUse)
+    /// The idle time of a session the store found idle for `idleSeconds`, at most a year
+    /// (nothing a file says may overflow anything); unknown: none.
+    static func idle(_ idleSeconds: Double?) -> Duration {
+        guard let idleSeconds, idleSeconds.isFinite else { return .zero }
+        return .milliseconds(Int64(min(max(0, idleSeconds), 366 * 86_400) * 1000))
     }
 
     private func restore(_ stored: StoredSession, epoch: Int?, catalog: FeatureCatalog, limits: SessionLimits,

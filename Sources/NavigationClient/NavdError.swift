@@ -20,7 +20,7 @@ public enum NavdErrorCode: Sendable, Hashable {
     /// An argument, state, pop or push value that does not fit, or is too large (422).
     case invalidArgument, invalidState, invalidPop, notAccepted, stateTooLarge
     /// The server cannot take the request now; retry later (503).
-    case overCapacity, shuttingDown, storageUnavailable, notReady
+    case overCapacity, shuttingDown, storageUnavailable, sessionEnding, notReady
     /// A server fault (500).
     case internalError
     /// A code this client does not know yet, as sent.
@@ -37,7 +37,8 @@ public enum NavdErrorCode: Sendable, Hashable {
         "unknown_binding": .unknownBinding, "read_only_binding": .readOnlyBinding, "unknown_button": .unknownButton,
         "invalid_argument": .invalidArgument, "invalid_state": .invalidState, "invalid_pop": .invalidPop,
         "not_accepted": .notAccepted, "state_too_large": .stateTooLarge, "over_capacity": .overCapacity,
-        "shutting_down": .shuttingDown, "storage_unavailable": .storageUnavailable, "not_ready": .notReady,
+        "shutting_down": .shuttingDown, "storage_unavailable": .storageUnavailable,
+        "session_ending": .sessionEnding, "not_ready": .notReady,
         "internal_error": .internalError,
     ]
 

@@ -21,7 +21,7 @@ enum SQLiteSchema {
     /// `PRAGMA application_id`: the bytes "navd", so a stranger's database is refused.
     static let applicationID = 0x6E61_7664
     /// `PRAGMA user_version`: bumped by every change to the tables below.
-    static let version = 4
+    static let version = 5
 
     /// Run once, in a transaction, on an empty file.
     static let create = """
@@ -43,6 +43,8 @@ enum SQLiteSchema {
         );
         \(journal)
         \(uses)
+        \(clock)
+        INSERT INTO clock (id, seconds, closed) VALUES (1, 0, 0);
         PRAGMA application_id = \(applicationID);
         PRAGMA user_version = \(version);
         """
@@ -66,8 +68,8 @@ enum SQLiteSchema {
         );
         """
 
-    /// `at` is when a node last recorded the session as used (a request, or an open stream), in
-    /// seconds since 1970: a restart counts idle time from there.
+    /// `at` is when the session was last recorded as used (a request, or an open stream), by
+    /// the store's clock: a restart counts its idle time from there.
     private static let uses = """
         CREATE TABLE uses (
             session TEXT PRIMARY KEY,
@@ -75,14 +77,28 @@ enum SQLiteSchema {
         ) WITHOUT ROWID;
         """
 
+    /// The store's clock, in seconds: it runs only while navd has the store open (kept at every
+    /// record of use and at close), so the time navd was down is nobody's idle time. `closed`
+    /// says the last process closed the store, after recording every use: what was used after
+    /// the last record before a crash is not known, so after one a restart counts as a use.
+    private static let clock = """
+        CREATE TABLE clock (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            seconds REAL NOT NULL,
+            closed INTEGER NOT NULL
+        );
+        """
+
     /// Brings a file of an older schema up to `version`, in the caller's transaction.
     static func migrations(from old: Int) -> String? {
         guard let toVersion3 = migrationToVersion3(from: old) else { return nil }
-        // Version 3 did not record use: its sessions count as used at the upgrade.
+        // Versions 3 and 4 kept no clock of the store's: their sessions count as used at the upgrade.
         return """
             \(toVersion3)
             \(uses)
-            INSERT INTO uses (session, at) SELECT id, (julianday('now') - 2440587.5) * 86400 FROM sessions;
+            \(clock)
+            INSERT INTO uses (session, at) SELECT id, 0 FROM sessions;
+            INSERT INTO clock (id, seconds, closed) VALUES (1, 0, 0);
             PRAGMA user_version = \(version);
             """
     }
@@ -116,6 +132,9 @@ enum SQLiteSchema {
             "DROP INDEX journal_by_session;"
         case 3:
             ""
+        case 4:
+            // Version 4 recorded use by the wall clock, and only for a day: recorded anew.
+            "DROP TABLE uses;"
         default:
             nil
         }

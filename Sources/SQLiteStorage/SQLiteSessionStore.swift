@@ -20,6 +20,15 @@ public final class SQLiteSessionStore: SessionStorage {
     private struct Open {
         let database: SQLiteDatabase
         var journal = JournalIndex()
+        /// The store's clock as it was kept, and when this process read it.
+        let clockKept: Double
+        let clockRead = ContinuousClock.now
+        /// Whether the process before closed the store (rather than crashed): only then is
+        /// every use up to its stop recorded.
+        let closedCleanly: Bool
+
+        /// The store's clock now: it goes on from where the last process kept it.
+        var clock: Double { clockKept + (ContinuousClock.now - clockRead).seconds }
     }
 
     public let path: String
@@ -63,7 +72,15 @@ public final class SQLiteSessionStore: SessionStorage {
         do {
             let database = try SQLiteDatabase(path: path)
             try Self.prepare(database, path: path)
-            self.open = Mutex(Open(database: database))
+            var clock = 0.0
+            var closed = false
+            try database.run("SELECT seconds, closed FROM clock") { row in
+                clock = row.real(0)
+                closed = row.integer(1) != 0
+            }
+            // Until this process closes it: a crash is known as one at the next start.
+            try database.run("UPDATE clock SET closed = 0")
+            self.open = Mutex(Open(database: database, clockKept: clock, closedCleanly: closed))
         } catch let failure as SQLiteDatabase.Failure {
             throw .cannotOpen(failure.isBusy ? "\(path) is in use by another process" : "\(path): \(failure)")
         } catch let error as StorageError {
@@ -139,7 +156,8 @@ public final class SQLiteSessionStore: SessionStorage {
             try open.withLock { open -> Result<SessionPage, StorageError> in
                 guard let database = open?.database else { return .failure(.unavailable("the store is closed")) }
                 return Self.reading { () throws(SQLiteDatabase.Failure) in
-                    try Self.page(after: cursor, from: database, history: &history, retention: retention)
+                    try Self.page(after: cursor, from: database, history: &history, retention: retention,
+                                  idleKnown: open?.closedCleanly == true)
                 }
             }.get()
         }, each)
@@ -193,14 +211,17 @@ public final class SQLiteSessionStore: SessionStorage {
         return (history, JournalIndex(rows: rows))
     }
 
+    /// `idleKnown`: whether the idle times recorded are the sessions' (every use was recorded
+    /// before the last stop); after a crash they are not told.
     private static func page(after cursor: String, from database: SQLiteDatabase, history: inout [String: History],
-                             retention: EventRetention) throws(SQLiteDatabase.Failure) -> SessionPage {
+                             retention: EventRetention, idleKnown: Bool) throws(SQLiteDatabase.Failure) -> SessionPage {
         var page = SessionPage()
         try database.run("""
-            SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras, uses.at
+            SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras,
+                   CASE WHEN ? THEN max(0, (SELECT seconds FROM clock) - uses.at) END
             FROM sessions LEFT JOIN uses ON uses.session = sessions.id
             WHERE id > ? ORDER BY id LIMIT \(SessionPage.size)
-            """, [.text(cursor)]) { row in
+            """, [.integer(idleKnown ? 1 : 0), .text(cursor)]) { row in
             let id = row.text(0)
             page.last = id
             let tokenHash = row.blob(1)
@@ -216,7 +237,7 @@ public final class SQLiteSessionStore: SessionStorage {
             let replay = journal.transactions.filter { $0.version > snapshot.version }
             page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay,
                                                events: journal.events.sorted { $0.sequence < $1.sequence },
-                                               lastUsed: row.isNull(10) ? nil : row.real(10), retention: retention))
+                                               idleSeconds: row.isNull(10) ? nil : row.real(10), retention: retention))
         }
         return page
     }
@@ -266,7 +287,7 @@ public final class SQLiteSessionStore: SessionStorage {
                 INSERT INTO sessions (id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, [.text(record.id), .blob(record.tokenHash), .text(record.feature), .real(record.created)] + Self.values(snapshot))
-            try database.run("INSERT INTO uses (session, at) VALUES (?, ?)", [.text(record.id), .real(record.created)])
+            try database.run("INSERT INTO uses (session, at) VALUES (?, ?)", [.text(record.id), .real(open.clock)])
         case .transaction(let id, let transaction):
             // A batch still on its way when its session was deleted: nothing of it is kept, on
             // disk or here. Asked only of a session with no rows, which a live one rarely is.
@@ -293,9 +314,9 @@ public final class SQLiteSessionStore: SessionStorage {
             break
         case .probe:
             try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
-        case .used(let ids, let at):
-            // Only sessions still here: one deleted while the record was on its way stays gone.
-            for id in ids { try database.run("UPDATE uses SET at = ? WHERE session = ?", [.real(at), .text(id)]) }
+        case .used(let id, let idleSeconds):
+            // Only a session still here: one deleted meanwhile stays gone.
+            try database.run("UPDATE uses SET at = ? WHERE session = ?", [.real(open.clock - idleSeconds), .text(id)])
         case .delete(let id):
             try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])
             try database.run("DELETE FROM uses WHERE session = ?", [.text(id)])
@@ -400,6 +421,8 @@ public final class SQLiteSessionStore: SessionStorage {
             // What deletions freed goes back now, and the log is folded into the database, so
             // the next start reads one file no larger than its sessions need.
             if let database = open?.database { while giveBackFreePages(database) {} }
+            // The clock stops here, until the next process opens the store.
+            if let open { try? open.database.run("UPDATE clock SET seconds = ?, closed = 1", [.real(open.clock)]) }
             try? open?.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             open = nil
         }

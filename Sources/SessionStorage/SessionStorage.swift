@@ -47,11 +47,11 @@ public protocol SharedSessionStorage: SessionStorage {
     func claim(_ id: String, authorize: @escaping @Sendable (_ tokenHash: [UInt8]) -> Bool,
                completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void)
 
-    /// Deletes session `id`, if it exists and `authorize` accepts its token hash, without taking
-    /// it over first: the node that holds it hears the deletion (`SessionEpoch.deleted`) and
-    /// ends it there, `end` on its streams, as its own `DELETE` would have. Runs beside claims;
-    /// calls `completion` once.
-    func delete(_ id: String, authorize: @escaping @Sendable (_ tokenHash: [UInt8]) -> Bool,
+    /// Deletes session `id`, if it exists, `authorize` accepts its token hash and, with
+    /// `ifVersion`, its durable version is that one, without taking it over first: the node
+    /// that holds it hears the deletion (`SessionEpoch.deleted`) and ends it there, `end` on its
+    /// streams, as its own `DELETE` would have. Runs beside claims; calls `completion` once.
+    func delete(_ id: String, ifVersion: Int?, authorize: @escaping @Sendable (_ tokenHash: [UInt8]) -> Bool,
                 completion: @escaping @Sendable (Result<SessionDeletion, StorageError>) -> Void)
 
     /// Called, on a thread of the store's, whenever any node (this one included) took session
@@ -96,6 +96,9 @@ public enum SessionDeletion: Sendable, Equatable {
     case notFound
     /// The session exists, but the token did not match: nothing changed.
     case refused
+    /// The session exists, the token matched, but its version is `current`, not the one asked
+    /// for: nothing changed.
+    case versionMismatch(current: Int)
 }
 
 /// What `claim` found.
@@ -146,11 +149,12 @@ public enum StoreWrite: Sendable {
     case snapshot(id: String, SessionSnapshot)
     /// The session ended: everything about it leaves the store.
     case delete(id: String)
-    /// Sessions used (a request, or an open stream) since the last such write, as of `at`
-    /// (seconds since 1970), so a restart counts their idle time from their last use rather
-    /// than from the restart. A store several nodes share records use in `sweep` instead and
-    /// is never sent one.
-    case used(ids: [String], at: Double)
+    /// Session `id` has had no request and no open stream for `idleSeconds`: written for every
+    /// session as the server stops, so the next start finds each as idle as it was, not fresh.
+    /// The store counts idle time by a clock of its own that runs only while a process has it
+    /// open, so the time the server was down is no one's idle time. A store several nodes
+    /// share records use in `sweep` instead and is never sent one.
+    case used(id: String, idleSeconds: Double)
     /// A small write of no session's, to learn whether the store takes writes again after a
     /// failure (a full disk that has room again).
     case probe
@@ -247,17 +251,18 @@ public struct StoredSession: Sendable, Equatable {
     public var transactions: [SessionTransaction]
     /// Events kept for `Last-Event-ID`, in order; they may start before the snapshot.
     public var events: [StoredEvent]
-    /// When it was last recorded as used (`StoreWrite.used`, or its creation), in seconds since
-    /// 1970; nil when the store does not know.
-    public var lastUsed: Double?
+    /// For how many seconds it had had no request and no open stream when the last process
+    /// stopped (`StoreWrite.used`); nil when the store does not know (that process crashed, or
+    /// an older one wrote the store).
+    public var idleSeconds: Double?
 
     public init(record: SessionRecord, snapshot: SessionSnapshot, transactions: [SessionTransaction], events: [StoredEvent],
-                lastUsed: Double? = nil) {
+                idleSeconds: Double? = nil) {
         self.record = record
         self.snapshot = snapshot
         self.transactions = transactions
         self.events = events
-        self.lastUsed = lastUsed
+        self.idleSeconds = idleSeconds
     }
 }
 
@@ -314,7 +319,7 @@ extension StoredSession {
     /// or more events since the snapshot than the buffer holds). `Last-Event-ID` gets what
     /// `retention` keeps.
     public init(record: SessionRecord, snapshot: SessionSnapshot, transactions: [SessionTransaction], events: [StoredEvent],
-                lastUsed: Double? = nil, retention: EventRetention) {
+                idleSeconds: Double? = nil, retention: EventRetention) {
         var replay = transactions
         var next = events.firstIndex { $0.sequence > snapshot.lastSequence } ?? events.endIndex
         for index in replay.indices {
@@ -322,7 +327,7 @@ extension StoredSession {
             while next < events.endIndex && events[next].sequence <= replay[index].lastSequence { next += 1 }
             replay[index].events = Array(events[start..<next])
         }
-        self.init(record: record, snapshot: snapshot, transactions: replay, events: retention.keep(events), lastUsed: lastUsed)
+        self.init(record: record, snapshot: snapshot, transactions: replay, events: retention.keep(events), idleSeconds: idleSeconds)
     }
 }
 

@@ -530,10 +530,10 @@ final class MemoryJournal: SessionJournal {
         let moved = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         #expect(moved.version == version + 1, "a refused deletion changes nothing")
         try await harness.session.close(ifMatch: version + 1)
-        await #expect(throws: NavigationError.sessionEnded) {
+        await #expect(throws: NavigationError.sessionEnding, "503: the deletion may yet fail") {
             try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         }
-        await #expect(throws: NavigationError.sessionEnded, "one deletion at a time") { try await harness.session.close(ifMatch: nil) }
+        await #expect(throws: NavigationError.sessionEnding, "one deletion at a time") { try await harness.session.close(ifMatch: nil) }
         await harness.session.reopen()
         let after = try await harness.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
         #expect(after.version == version + 2)

@@ -146,6 +146,29 @@ final class GatedStore: SessionStorage {
         store.close()
     }
 
+    /// A change that comes while a `DELETE` of its session is on its way to the store changes
+    /// nothing and is told to try again (503 `session_ending`), not that the session is gone: the
+    /// deletion may yet fail. Once it is durable, the session is gone (404).
+    @Test func aChangeDuringADeletionIsToldToTryAgain() async throws {
+        let (store, directory) = try gatedStore()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await TestServer(storage: store)
+        let (id, token) = try await server.session("counter")
+        store.hold()
+        let deleting = try server.client()
+        try await deleting.send(LoopbackClient.format("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]))
+        #expect(await eventually { store.heldCount == 1 })
+        let during = try await server.client().act(id, token: token, "incrementButtonTapped")
+        #expect(during.status == 503, "\(during.text)")
+        #expect(during.json["error"]?["code"] == "session_ending")
+        #expect(during.header("retry-after") == "1")
+        store.release()
+        #expect(try await deleting.readResponse().status == 204)
+        #expect(try await server.client().act(id, token: token, "incrementButtonTapped").status == 404)
+        await server.stop()
+        store.close()
+    }
+
     /// The same, when the store refuses the other client's write: the no-op that depended on it
     /// is refused (503), and a GET pipelined behind that 503 must not show the refused change.
     @Test func aGetPipelinedAfterA503DoesNotShowTheRefusedChange() async throws {

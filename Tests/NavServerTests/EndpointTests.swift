@@ -113,15 +113,15 @@ import TestSupport
         reopened.close()
     }
 
-    /// A restart is not a use: a session idle for the TTL before it ends at once after it, and
-    /// one used just before it stays (idle time is counted from the last recorded use, less the
-    /// round that may have gone unrecorded).
-    @Test func aRestartDoesNotCountAsUse() async throws {
+    /// A restart is not a use, and the time navd was down is no one's idle time: a session
+    /// keeps the idle time it had when navd stopped, so it ends a TTL after its last use, not
+    /// a TTL after the restart.
+    @Test func aRestartIsNotAUseAndDowntimeIsNotIdleTime() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-idle-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let retention = EventRetention(count: 1024, bytes: 1 << 20)
-        let ttl = Duration.seconds(3)
-        #expect(NavigationServer.useRecordRound(ttl: ttl) == .seconds(1))
+        let ttl = Duration.seconds(4)
+        #expect(NavigationServer.reaperRound(ttl: ttl) == .seconds(1))
         func start() async throws -> (TestServer, SQLiteSessionStore) {
             let store = try SQLiteSessionStore(directory: directory, retention: retention)
             return (try await TestServer(storage: store) { $0.idleSessionTTL = ttl }, store)
@@ -132,28 +132,29 @@ import TestSupport
         }
 
         var (server, store) = try await start()
-        let (stale, staleToken) = try await server.session("counter")
+        let idle = try await server.session("counter")
+        let used = try await server.session("counter")
+        // Idle for about half the TTL, then a restart after downtime longer than the TTL.
+        try await Task.sleep(for: .seconds(2.2))
+        #expect(try await server.client().get("/sessions/\(used.id)", token: used.token).status == 200)
         await server.stop()
         store.close()
-        // Idle for longer than the TTL plus the round a restart forgives.
-        try await Task.sleep(for: ttl + .seconds(1) + .milliseconds(700))
+        try await Task.sleep(for: ttl + .seconds(0.5))
 
         (server, store) = try await start()
+        let restarted = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await openSessions(server) == "navd_sessions_open 2", "the downtime did not count")
         var open: String?
-        for _ in 0..<30 where open != "navd_sessions_open 0" {
+        while open != "navd_sessions_open 1" && ContinuousClock.now - restarted < .seconds(6) {
             open = try await openSessions(server)
             try await Task.sleep(for: .milliseconds(50))
         }
-        #expect(open == "navd_sessions_open 0", "ended by the first round after the start, not a TTL later")
-        #expect(try await server.client().get("/sessions/\(stale)", token: staleToken).status == 404)
-        let (fresh, freshToken) = try await server.session("counter")
-        await server.stop()
-        store.close()
-
-        (server, store) = try await start()
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(try await openSessions(server) == "navd_sessions_open 1", "used a moment before the restart")
-        #expect(try await server.client().get("/sessions/\(fresh)", token: freshToken).status == 200)
+        let ended = ContinuousClock.now - restarted
+        #expect(open == "navd_sessions_open 1")
+        #expect(ended < .seconds(3.5), "the idle one ended with the idle time it had, not a whole TTL after the restart: \(ended)")
+        #expect(try await server.client().get("/sessions/\(idle.id)", token: idle.token).status == 404)
+        #expect(try await server.client().get("/sessions/\(used.id)", token: used.token).status == 200)
         await server.stop()
         store.close()
     }

@@ -242,7 +242,8 @@ struct FencingTests {
     }
 
     /// A conditional `DELETE` on a node that does not hold the session compares the version
-    /// the client saw with the session's, as on the holder: it takes the session over first.
+    /// the client saw with the session's durable one, as the holder would, in the store's
+    /// transaction that deletes it: nothing is taken over, and the holder's streams get `end`.
     @Test func aConditionalDeleteOnAnotherNodeComparesTheVersion() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
         let holder = try await Self.node(url)
@@ -251,14 +252,19 @@ struct FencingTests {
         let auth = [("Authorization", "Bearer \(token)")]
         let moved = try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
         #expect(moved.json["version"]?.intValue == 1)
+        let stream = try await Self.openStream(on: holder, id, token: token)
         let malformed = try await other.client().request("DELETE", "/sessions/\(id)", headers: auth + [("If-Match", "yesterday")])
         #expect(malformed.status == 400, "\(malformed.text)")
         let stale = try await other.client().request("DELETE", "/sessions/\(id)", headers: auth + [("If-Match", "\"0\"")])
         #expect(stale.status == 412, "\(stale.text)")
         #expect(stale.json["error"]?["code"] == "version_mismatch")
         #expect(try await holder.client().request("GET", "/sessions/\(id)", headers: auth).json["version"]?.intValue == 1, "still there")
+        #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["\(SessionEpoch.created)"],
+                "nothing was taken over: the store compared the version")
         let current = try await other.client().request("DELETE", "/sessions/\(id)", headers: auth + [("If-Match", "\"1\"")])
         #expect(current.status == 204, "\(current.text)")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end" && closing.last?.data["reason"] == "deleted", "the holder ends it, as after its own DELETE")
         for node in [holder, other] {
             #expect(try await node.client().request("GET", "/sessions/\(id)", headers: auth).status == 404)
         }
@@ -540,9 +546,9 @@ private final class Interfered: SharedSessionStorage {
             completion(result)
         }
     }
-    func delete(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool,
+    func delete(_ id: String, ifVersion: Int?, authorize: @escaping @Sendable ([UInt8]) -> Bool,
                 completion: @escaping @Sendable (Result<SessionDeletion, StorageError>) -> Void) {
-        store.delete(id, authorize: authorize, completion: completion)
+        store.delete(id, ifVersion: ifVersion, authorize: authorize, completion: completion)
     }
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {
         guard !deaf else { return }

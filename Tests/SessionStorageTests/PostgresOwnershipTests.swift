@@ -282,7 +282,7 @@ struct PostgresOwnershipTests {
 
     func delete(_ store: PostgresSessionStore, id: String = Self.id, token: String = Self.token) async throws -> SessionDeletion {
         try await withCheckedContinuation { done in
-            store.delete(id, authorize: { TokenHash.matches(token, $0) }) { done.resume(returning: $0) }
+            store.delete(id, ifVersion: nil, authorize: { TokenHash.matches(token, $0) }) { done.resume(returning: $0) }
         }.get()
     }
 

@@ -65,42 +65,61 @@ import TestSupport
         #expect(a.events.map(\.sequence) == [1, 2, 3])
     }
 
-    /// When a session was last used comes back after a reopen: its creation, then each record of
-    /// use; a record for a session deleted meanwhile leaves nothing behind.
-    @Test func whenASessionWasLastUsedComesBackAfterAReopen() throws {
+    /// How long each session had gone unused comes back after a reopen, by the store's clock:
+    /// it runs while the store is open and stops while it is closed. After a crash (the store
+    /// not closed) it is not known. A record for a session deleted meanwhile leaves nothing.
+    @Test func howLongASessionWentUnusedComesBackWithoutTheTimeTheStoreWasClosed() async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let opened = ContinuousClock.now
         let store = try open()
         try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("b"), snapshot(version: 0, last: 0))])
+        try await Task.sleep(for: .milliseconds(400))
+        let said = ContinuousClock.now
+        try commit(store, [.used(id: "a", idleSeconds: 0.05)])
         store.close()
-        #expect(try open().loadAll().sessions.map(\.lastUsed) == [record("a").created, record("b").created])
-
-        let reopened = try open()
-        _ = try reopened.loadAll()
-        try commit(reopened, [.used(ids: ["a"], at: 1_800_000_000.25)])
-        try commit(reopened, [.delete(id: "b")])
-        try commit(reopened, [.used(ids: ["a", "b"], at: 1_800_000_060.5)])
+        let wasOpen = (ContinuousClock.now - opened) / .seconds(1), sinceSaid = (ContinuousClock.now - said) / .seconds(1)
+        // Closed: this is no one's idle time.
+        try await Task.sleep(for: .milliseconds(600))
+        var reopened = try open()
+        var loaded = try reopened.loadAll().sessions
         reopened.close()
-        let loaded = try open().loadAll()
-        #expect(loaded.sessions.map(\.record.id) == ["a"])
-        #expect(loaded.sessions.first?.lastUsed == 1_800_000_060.5)
-        let database = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("navd.sqlite3"))
-        #expect(try database.integer("SELECT count(*) FROM uses") == 1, "b's record is gone with it")
+        let a = try #require(loaded.first?.idleSeconds), b = try #require(loaded.last?.idleSeconds)
+        #expect(a >= 0.05 && a <= 0.05 + sinceSaid, "as idle as the last process said: \(a)")
+        #expect(b >= 0.4 && b <= wasOpen, "idle for the \(wasOpen) s the store was open, not the 600 ms it was closed: \(b)")
+
+        // A process that stopped without closing the store (a crash) recorded nothing of its last moments.
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try SQLiteDatabase(path: file).execute("UPDATE clock SET closed = 0")
+        reopened = try open()
+        loaded = try reopened.loadAll().sessions
+        #expect(loaded.map(\.idleSeconds) == [nil, nil], "not known: the restart counts as a use")
+        try commit(reopened, [.delete(id: "b")])
+        try commit(reopened, [.used(id: "a", idleSeconds: 0), .used(id: "b", idleSeconds: 0)])
+        reopened.close()
+        #expect(try open().loadAll().sessions.map(\.record.id) == ["a"])
+        #expect(try SQLiteDatabase(path: file).integer("SELECT count(*) FROM uses") == 1, "b's record is gone with it")
     }
 
-    /// Version 3 did not record use: its sessions count as used at the upgrade, not never.
-    @Test func aVersionThreeStoreCountsItsSessionsAsUsedAtTheUpgrade() throws {
+    /// Versions 3 and 4 kept no clock of the store's (4 recorded use by the wall clock): their
+    /// sessions count as used at the upgrade, and from then on their idle time is kept.
+    @Test(arguments: [3, 4])
+    func anOlderStoreCountsItsSessionsAsUsedAtTheUpgrade(version: Int) async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var store = try open()
         try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
         store.close()
         let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
-        try SQLiteDatabase(path: file).execute("DROP TABLE uses; PRAGMA user_version = 3")
-        let before = Date().timeIntervalSince1970
+        try SQLiteDatabase(path: file).execute(version == 3 ? "DROP TABLE uses; DROP TABLE clock; PRAGMA user_version = 3" : """
+            DROP TABLE clock; UPDATE uses SET at = (julianday('now') - 2440587.5) * 86400 - 100; PRAGMA user_version = 4
+            """)
+        let opened = ContinuousClock.now
         store = try open()
-        let a = try #require(try store.loadAll().sessions.first)
+        #expect(try store.loadAll().sessions.map(\.idleSeconds) == [nil])
+        try await Task.sleep(for: .milliseconds(200))
         store.close()
-        let lastUsed = try #require(a.lastUsed)
-        #expect(lastUsed >= before - 1 && lastUsed <= Date().timeIntervalSince1970 + 1)
+        let wasOpen = (ContinuousClock.now - opened) / .seconds(1)
+        let idle = try #require(try open().loadAll().sessions.first?.idleSeconds)
+        #expect(idle >= 0.2 && idle <= wasOpen, "idle since the upgrade, \(wasOpen) s at most: \(idle)")
         #expect(try SQLiteDatabase(path: file).integer("PRAGMA user_version") == SQLiteSchema.version)
     }
 
@@ -312,7 +331,7 @@ import TestSupport
         #expect(upgraded.snapshot == state)
         #expect(upgraded.transactions == [after])
         #expect(upgraded.events.map(\.sequence) == [1, 2, 3, 4])
-        #expect(upgraded.lastUsed != nil, "used at the upgrade")
+        #expect(upgraded.idleSeconds == nil, "not known: used at the upgrade")
         let upgradedFile = try SQLiteDatabase(path: (directory as NSString).appendingPathComponent("navd.sqlite3"))
         #expect(try upgradedFile.integer("SELECT count(*) FROM sqlite_schema WHERE name IN ('transactions', 'events')") == 0)
         #expect(try upgradedFile.integer("PRAGMA user_version") == SQLiteSchema.version)
@@ -375,7 +394,7 @@ import TestSupport
         store.close()
         let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
         try SQLiteDatabase(path: file).execute("""
-            DROP TABLE uses; CREATE INDEX journal_by_session ON journal (session, ordinal); PRAGMA user_version = 2
+            DROP TABLE uses; DROP TABLE clock; CREATE INDEX journal_by_session ON journal (session, ordinal); PRAGMA user_version = 2
             """)
         store = try open()
         let a = try #require(try store.loadAll().sessions.first)

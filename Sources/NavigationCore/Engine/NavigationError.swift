@@ -26,6 +26,9 @@ public enum NavigationError: Error, Sendable, Equatable {
     case sessionEnded
     /// The change could not be made durable; the session is as it was.
     case storageUnavailable
+    /// A deletion of the session is on its way to the store: the change was not made. Sent
+    /// again, it is refused as for a session that ended, or made if the deletion failed.
+    case sessionEnding
     /// `If-Match` named another version than the current one.
     case versionMismatch(expected: Int, current: Int)
 
@@ -49,7 +52,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .notOnScreen: .conflict
         case .versionMismatch: .preconditionFailed
         case .sessionEnded: .gone
-        case .storageUnavailable: .unavailable
+        case .storageUnavailable, .sessionEnding: .unavailable
         default: .invalid
         }
     }
@@ -71,6 +74,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .versionMismatch: "version_mismatch"
         case .sessionEnded: "session_not_found"
         case .storageUnavailable: "storage_unavailable"
+        case .sessionEnding: "session_ending"
         }
     }
 
@@ -89,6 +93,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .versionMismatch(let expected, let current): "version is \(current), not \(expected)"
         case .sessionEnded: "the session has ended"
         case .storageUnavailable: "the change could not be stored; nothing changed, try again later"
+        case .sessionEnding: "the session is being deleted; nothing changed, try again"
         }
     }
 }

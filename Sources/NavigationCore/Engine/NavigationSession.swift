@@ -387,6 +387,7 @@ public actor NavigationSession {
     /// their way to the journal go out first; the session is over, so they need not be durable.
     public func end(_ reason: EndReason) {
         guard endEvent == nil else { return }
+        isClosing = false
         flush()
         for task in runningEffects.values { task.cancel() }
         runningEffects.removeAll()
@@ -404,15 +405,18 @@ public actor NavigationSession {
     /// (when given), and then every transaction until the deletion is over (`reopen()` if it
     /// failed), so what is deleted is the version the check saw.
     public func close(ifMatch: Int?) throws(NavigationError) {
-        guard endEvent == nil, !isClosing else { throw .sessionEnded }
+        guard endEvent == nil else { throw .sessionEnded }
+        guard !isClosing else { throw .sessionEnding }
         flush()
         if let ifMatch, ifMatch != version { throw .versionMismatch(expected: ifMatch, current: version) }
         isClosing = true
     }
 
-    /// After a deletion that did not happen: the session takes transactions again.
+    /// After a deletion that did not happen: the session takes transactions again, and what
+    /// its effects changed meanwhile is published.
     public func reopen() {
         isClosing = false
+        flush()
     }
 
     /// Closes the session without `end`, because it is not over: the server stops and keeps it.
@@ -593,7 +597,7 @@ public actor NavigationSession {
     private func settleAfterRollback() {
         settlingIsScheduled = false
         guard endEvent == nil, !isSuspended else { return }
-        guard durability?.journal.takesWrites ?? true, unfinishedEffects.isEmpty else { return settleLater() }
+        guard durability?.journal.takesWrites ?? true, unfinishedEffects.isEmpty, !isClosing else { return settleLater() }
         _ = try? settleEffects()
     }
 
@@ -618,7 +622,8 @@ public actor NavigationSession {
         ifMatch: Int?,
         _ body: (Reconciler) throws(NavigationError) -> Effect?
     ) throws(NavigationError) -> Outcome {
-        guard endEvent == nil, !isClosing else { throw .sessionEnded }
+        guard endEvent == nil else { throw .sessionEnded }
+        guard !isClosing else { throw .sessionEnding }
         flush()
         if let ifMatch, ifMatch != version { throw .versionMismatch(expected: ifMatch, current: version) }
         let sequenceBefore = lastSequence
@@ -686,7 +691,8 @@ public actor NavigationSession {
     /// Reconciles what changed outside a request (an effect resuming) as its own batch.
     func flush() {
         // Nothing follows `end`: what cancelled effects change on their way out is not news.
-        guard endEvent == nil else { return }
+        // Nothing changes while a deletion decided on this version is on its way either.
+        guard endEvent == nil, !isClosing else { return }
         commit(reconciler.reconcile())
     }
 
