@@ -170,8 +170,10 @@ public final class NavigationServer: Sendable {
         http.beginShutdown()
         let durable = handler.persistence.isDurable
         let sessions = handler.store.all
-        // Before the streams close: a session with one open is in use.
+        // Before the streams close: a session with one open is in use. Written at the end, each
+        // with the time the drain took added.
         let idleAtStop = durable ? sessions.filter(\.isStored).map { (id: $0.id, seconds: $0.idleSeconds) } : []
+        let measured = ContinuousClock.now
         // Each session settles on its own executor, behind the requests queued there: all at
         // once, and only for so long. A session that is late gets its streams closed without
         // `end`, which a client treats like any lost connection.
@@ -195,7 +197,8 @@ public final class NavigationServer: Sendable {
         // finds each as idle as it was at the stop, not fresh.
         if handler.persistence.shared == nil, let storage = handler.persistence.storage {
             let recorded = DispatchSemaphore(value: 0)
-            storage.commit(idleAtStop.map { StoreWrite.used(id: $0.id, idleSeconds: $0.seconds) }) { _ in recorded.signal() }
+            let since = (ContinuousClock.now - measured) / .seconds(1)
+            storage.commit(idleAtStop.map { StoreWrite.used(id: $0.id, idleSeconds: $0.seconds + since) }) { _ in recorded.signal() }
             _ = recorded.wait(timeout: Self.dispatchTime(deadline))
         }
         handler.persistence.storage?.close()

@@ -343,24 +343,27 @@ public final class PostgresSessionStore: SharedSessionStorage {
     /// The token and the version are checked on the row, locked, in the transaction that
     /// deletes it: the holder's commits, which lock it too, cannot come between. The version is
     /// the durable one (the snapshot's, or the last transaction's after it), which is the newest
-    /// any client was answered.
+    /// any client was answered; it is read once the lock is held, by a statement of its own, so
+    /// it sees a commit the lock waited for.
     private func delete(_ id: String, ifVersion: Int?, _ authorize: ([UInt8]) -> Bool,
                         on connection: inout PostgresConnection?) -> Result<SessionDeletion, StorageError> {
         do throws(PostgresConnection.Failure) {
             let connection = try opened(&connection)
             return .success(try connection.transaction(keep: { $0 == .deleted }) { () throws(PostgresConnection.Failure) -> SessionDeletion in
                 var tokenHash: [UInt8]?
-                var version = 0
-                try connection.run("""
-                    SELECT token_hash, greatest(version, coalesce((SELECT max(version) FROM navd_transactions WHERE session = $1), 0))
-                    FROM navd_sessions WHERE id = $1 FOR UPDATE
-                    """, [.text(id)]) { row in
+                try connection.run("SELECT token_hash FROM navd_sessions WHERE id = $1 FOR UPDATE", [.text(id)]) { row in
                     tokenHash = row.bytes(0)
-                    version = row.integer(1)
                 }
                 guard let tokenHash else { return .notFound }
                 guard tokenHash.count == TokenHash.byteCount, authorize(tokenHash) else { return .refused }
-                if let ifVersion, ifVersion != version { return .versionMismatch(current: version) }
+                if let ifVersion {
+                    var version = 0
+                    try connection.run("""
+                        SELECT greatest(version, coalesce((SELECT max(version) FROM navd_transactions WHERE session = $1), 0))
+                        FROM navd_sessions WHERE id = $1
+                        """, [.text(id)]) { version = $0.integer(0) }
+                    if ifVersion != version { return .versionMismatch(current: version) }
+                }
                 try deleteLocked(id, in: connection)
                 return .deleted
             })

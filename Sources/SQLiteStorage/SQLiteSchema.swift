@@ -77,10 +77,10 @@ enum SQLiteSchema {
         ) WITHOUT ROWID;
         """
 
-    /// The store's clock, in seconds: it runs only while navd has the store open (kept at every
-    /// record of use and at close), so the time navd was down is nobody's idle time. `closed`
-    /// says the last process closed the store, after recording every use: what was used after
-    /// the last record before a crash is not known, so after one a restart counts as a use.
+    /// The store's clock, in seconds: it runs only while navd has the store open (kept at
+    /// close), so the time navd was down is nobody's idle time. `closed`
+    /// says the last process wrote its sessions' idle times as it stopped (cleared at every
+    /// start): after a crash they are not known, and a restart counts as a use.
     private static let clock = """
         CREATE TABLE clock (
             id INTEGER PRIMARY KEY CHECK (id = 1),

@@ -23,8 +23,8 @@ public final class SQLiteSessionStore: SessionStorage {
         /// The store's clock as it was kept, and when this process read it.
         let clockKept: Double
         let clockRead = ContinuousClock.now
-        /// Whether the process before closed the store (rather than crashed): only then is
-        /// every use up to its stop recorded.
+        /// Whether the process before wrote its sessions' idle times as it stopped (rather than
+        /// crashed, or failed to write them): only then are they known.
         let closedCleanly: Bool
 
         /// The store's clock now: it goes on from where the last process kept it.
@@ -315,8 +315,10 @@ public final class SQLiteSessionStore: SessionStorage {
         case .probe:
             try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
         case .used(let id, let idleSeconds):
-            // Only a session still here: one deleted meanwhile stays gone.
+            // Only a session still here: one deleted meanwhile stays gone. In the same
+            // transaction, the mark that the idle times are the process's last word.
             try database.run("UPDATE uses SET at = ? WHERE session = ?", [.real(open.clock - idleSeconds), .text(id)])
+            try database.run("UPDATE clock SET closed = 1")
         case .delete(let id):
             try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])
             try database.run("DELETE FROM uses WHERE session = ?", [.text(id)])
@@ -422,7 +424,7 @@ public final class SQLiteSessionStore: SessionStorage {
             // the next start reads one file no larger than its sessions need.
             if let database = open?.database { while giveBackFreePages(database) {} }
             // The clock stops here, until the next process opens the store.
-            if let open { try? open.database.run("UPDATE clock SET seconds = ?, closed = 1", [.real(open.clock)]) }
+            if let open { try? open.database.run("UPDATE clock SET seconds = ?", [.real(open.clock)]) }
             try? open?.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             open = nil
         }

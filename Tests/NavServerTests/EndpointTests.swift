@@ -120,7 +120,7 @@ import TestSupport
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-idle-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let retention = EventRetention(count: 1024, bytes: 1 << 20)
-        let ttl = Duration.seconds(4)
+        let ttl = Duration.seconds(8)
         #expect(NavigationServer.reaperRound(ttl: ttl) == .seconds(1))
         func start() async throws -> (TestServer, SQLiteSessionStore) {
             let store = try SQLiteSessionStore(directory: directory, retention: retention)
@@ -134,25 +134,26 @@ import TestSupport
         var (server, store) = try await start()
         let idle = try await server.session("counter")
         let used = try await server.session("counter")
-        // Idle for about half the TTL, then a restart after downtime longer than the TTL.
-        try await Task.sleep(for: .seconds(2.2))
+        // Idle for 3 s of the TTL's 8 (and for as long as the stop takes), then a restart after
+        // downtime longer than what is left of it.
+        try await Task.sleep(for: .seconds(3))
         #expect(try await server.client().get("/sessions/\(used.id)", token: used.token).status == 200)
         await server.stop()
         store.close()
-        try await Task.sleep(for: ttl + .seconds(0.5))
+        try await Task.sleep(for: .seconds(5.5))
 
         (server, store) = try await start()
         let restarted = ContinuousClock.now
         try await Task.sleep(for: .milliseconds(300))
         #expect(try await openSessions(server) == "navd_sessions_open 2", "the downtime did not count")
         var open: String?
-        while open != "navd_sessions_open 1" && ContinuousClock.now - restarted < .seconds(6) {
+        while open != "navd_sessions_open 1" && ContinuousClock.now - restarted < .seconds(9) {
             open = try await openSessions(server)
             try await Task.sleep(for: .milliseconds(50))
         }
         let ended = ContinuousClock.now - restarted
         #expect(open == "navd_sessions_open 1")
-        #expect(ended < .seconds(3.5), "the idle one ended with the idle time it had, not a whole TTL after the restart: \(ended)")
+        #expect(ended < .seconds(6), "the idle one ended with the idle time it had, not a whole TTL after the restart: \(ended)")
         #expect(try await server.client().get("/sessions/\(idle.id)", token: idle.token).status == 404)
         #expect(try await server.client().get("/sessions/\(used.id)", token: used.token).status == 200)
         await server.stop()

@@ -387,8 +387,8 @@ public actor NavigationSession {
     /// their way to the journal go out first; the session is over, so they need not be durable.
     public func end(_ reason: EndReason) {
         guard endEvent == nil else { return }
-        isClosing = false
-        flush()
+        // After a deletion decided on a version, what effects changed since is not published.
+        if !isClosing { flush() }
         for task in runningEffects.values { task.cancel() }
         runningEffects.removeAll()
         if var durability {
