@@ -32,7 +32,6 @@ final class HostedSession: Sendable {
         self.navigation = navigation
         self.events = events
         self.lastActive = Atomic(Self.now() - (idle.map(Self.nanoseconds) ?? 0))
-        self.usedSinceMark = Atomic(idle == nil)
         self.stored = Atomic(stored)
     }
 
@@ -71,9 +70,9 @@ final class HostedSession: Sendable {
         usedSinceMark.store(true, ordering: .relaxed)
     }
 
-    /// Used (a request, or an open stream) since the store last recorded it as used: cleared
-    /// only by a record that committed, so no use goes unrecorded.
-    private let usedSinceMark: Atomic<Bool>
+    /// Used (a request, or an open stream) since the shared store last recorded it as used:
+    /// cleared only by a record that committed, so no use goes unrecorded.
+    private let usedSinceMark = Atomic<Bool>(true)
 
     /// Whether there is use to record, clearing the flag; `keepUseToRecord()` sets it again
     /// when the record failed.

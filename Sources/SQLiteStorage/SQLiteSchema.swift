@@ -77,8 +77,8 @@ enum SQLiteSchema {
         ) WITHOUT ROWID;
         """
 
-    /// The store's clock, in seconds: it runs only while navd has the store open (kept at
-    /// close), so the time navd was down is nobody's idle time. `closed`
+    /// The store's clock, in seconds: it runs only while navd has the store open (kept with the
+    /// idle times written at a stop, and at close), so the time navd was down is nobody's idle time. `closed`
     /// says the last process wrote its sessions' idle times as it stopped (cleared at every
     /// start): after a crash they are not known, and a restart counts as a use.
     private static let clock = """

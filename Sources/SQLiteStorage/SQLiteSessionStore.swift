@@ -316,9 +316,11 @@ public final class SQLiteSessionStore: SessionStorage {
             try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
         case .used(let id, let idleSeconds):
             // Only a session still here: one deleted meanwhile stays gone. In the same
-            // transaction, the mark that the idle times are the process's last word.
-            try database.run("UPDATE uses SET at = ? WHERE session = ?", [.real(open.clock - idleSeconds), .text(id)])
-            try database.run("UPDATE clock SET closed = 1")
+            // transaction, the clock they are counted by and the mark that they are the
+            // process's last word.
+            let now = open.clock
+            try database.run("UPDATE uses SET at = ? WHERE session = ?", [.real(now - idleSeconds), .text(id)])
+            try database.run("UPDATE clock SET seconds = ?, closed = 1", [.real(now)])
         case .delete(let id):
             try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])
             try database.run("DELETE FROM uses WHERE session = ?", [.text(id)])
