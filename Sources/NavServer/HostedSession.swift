@@ -21,17 +21,19 @@ final class HostedSession: Sendable {
     /// - Parameters:
     ///   - stored: whether the store has it already (recovered or claimed); a new session is
     ///     stored once its creation commits (`markStored`).
-    ///   - idle: how long it had gone unused when it was recovered, so a restart does not count
-    ///     as a use; nil for a session created or claimed, which a request just used.
+    ///   - idleSeconds: how long it had gone unused when it was recovered (as the store says, so
+    ///     at most a year is believed), so a restart does not count as a use; none for a session
+    ///     created or claimed, which a request just used.
     init(id: String, tokenHash: [UInt8], epoch: Int?, stored: Bool, navigation: NavigationSession, events: SessionEvents,
-         idle: Duration? = nil) {
+         idleSeconds: Double = 0) {
         self.id = id
         self.tokenHash = tokenHash
         self.epoch = epoch
         self.feature = navigation.feature
         self.navigation = navigation
         self.events = events
-        self.lastActive = Atomic(Self.now() - (idle.map(Self.nanoseconds) ?? 0))
+        let idle = idleSeconds.isFinite ? min(max(0, idleSeconds), 366 * 86_400) : 0
+        self.lastActive = Atomic(Self.now() - Int64(idle * 1e9))
         self.stored = Atomic(stored)
     }
 
@@ -97,11 +99,6 @@ final class HostedSession: Sendable {
 
     private static func now() -> Int64 {
         Int64(DispatchTime.now().uptimeNanoseconds)
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
 

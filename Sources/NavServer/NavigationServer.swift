@@ -172,7 +172,7 @@ public final class NavigationServer: Sendable {
         let sessions = handler.store.all
         // Before the streams close: a session with one open is in use. Written at the end, each
         // with the time the drain took added.
-        let idleAtStop = durable ? sessions.filter(\.isStored).map { (id: $0.id, seconds: $0.idleSeconds) } : []
+        let idleAtStop = durable ? Dictionary(sessions.filter(\.isStored).map { ($0.id, $0.idleSeconds) }, uniquingKeysWith: max) : [:]
         let measured = ContinuousClock.now
         // Each session settles on its own executor, behind the requests queued there: all at
         // once, and only for so long. A session that is late gets its streams closed without
@@ -198,7 +198,7 @@ public final class NavigationServer: Sendable {
         if handler.persistence.shared == nil, let storage = handler.persistence.storage {
             let recorded = DispatchSemaphore(value: 0)
             let since = (ContinuousClock.now - measured) / .seconds(1)
-            storage.commit(idleAtStop.map { StoreWrite.used(id: $0.id, idleSeconds: $0.seconds + since) }) { _ in recorded.signal() }
+            storage.commit([.idle(seconds: idleAtStop.mapValues { $0 + since })]) { _ in recorded.signal() }
             _ = recorded.wait(timeout: Self.dispatchTime(deadline))
         }
         handler.persistence.storage?.close()

@@ -239,7 +239,7 @@ final class SessionPersistence: Sendable {
                                                  executor: executors[(dealt + index) % executors.count])
                     rebuilt.set(index, .success(HostedSession(id: stored.record.id, tokenHash: stored.record.tokenHash, epoch: nil, stored: true,
                                                               navigation: navigation, events: SessionEvents(metrics: metrics),
-                                                              idle: Self.idle(stored.idleSeconds))))
+                                                              idleSeconds: stored.idleSeconds ?? 0)))
                 } catch {
                     rebuilt.set(index, .failure(error))
                 }
@@ -264,13 +264,6 @@ final class SessionPersistence: Sendable {
         failedRecords.store(failed.count, ordering: .relaxed)
         recovered.store(sessions.count, ordering: .relaxed)
         return sessions
-    }
-
-    /// The idle time of a session the store found idle for `idleSeconds`, at most a year
-    /// (nothing a file says may overflow anything); unknown: none.
-    static func idle(_ idleSeconds: Double?) -> Duration {
-        guard let idleSeconds, idleSeconds.isFinite else { return .zero }
-        return .milliseconds(Int64(min(max(0, idleSeconds), 366 * 86_400) * 1000))
     }
 
     private func restore(_ stored: StoredSession, epoch: Int?, catalog: FeatureCatalog, limits: SessionLimits,

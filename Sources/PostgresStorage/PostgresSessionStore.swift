@@ -251,7 +251,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
         case .fence:
             // Checked for the whole batch before any write (`lockFenced`).
             break
-        case .used:
+        case .idle:
             // Never sent to a shared store: its nodes record use in `sweep`.
             break
         case .probe:

@@ -14,8 +14,8 @@
 /// page, and which rows are whose is kept in memory (`JournalIndex`).
 ///
 /// When each session was last used is a table of its own (`uses`), apart from the sessions'
-/// large rows: it is rewritten for every session in use once a round, and small rows keep that
-/// write to a few pages. Every other table is a rowid table: state and event blobs can be
+/// large rows: it is rewritten for every session as navd stops, and small rows keep that write
+/// to a few pages. Every other table is a rowid table: state and event blobs can be
 /// large, and SQLite keeps large rows better out of a clustered (WITHOUT ROWID) index.
 enum SQLiteSchema {
     /// `PRAGMA application_id`: the bytes "navd", so a stranger's database is refused.

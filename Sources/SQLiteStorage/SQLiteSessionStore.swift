@@ -314,12 +314,14 @@ public final class SQLiteSessionStore: SessionStorage {
             break
         case .probe:
             try database.run("INSERT OR REPLACE INTO probes (id, written) VALUES (1, julianday('now'))")
-        case .used(let id, let idleSeconds):
-            // Only a session still here: one deleted meanwhile stays gone. In the same
+        case .idle(let seconds):
+            // Only sessions still here: one deleted meanwhile stays gone. In the same
             // transaction, the clock they are counted by and the mark that they are the
             // process's last word.
             let now = open.clock
-            try database.run("UPDATE uses SET at = ? WHERE session = ?", [.real(now - idleSeconds), .text(id)])
+            for (id, idle) in seconds {
+                try database.run("UPDATE uses SET at = ? WHERE session = ?", [.real(now - idle), .text(id)])
+            }
             try database.run("UPDATE clock SET seconds = ?, closed = 1", [.real(now)])
         case .delete(let id):
             try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])

@@ -149,12 +149,12 @@ public enum StoreWrite: Sendable {
     case snapshot(id: String, SessionSnapshot)
     /// The session ended: everything about it leaves the store.
     case delete(id: String)
-    /// Session `id` has had no request and no open stream for `idleSeconds`: written for every
-    /// session as the server stops, so the next start finds each as idle as it was, not fresh.
+    /// For how many seconds each session (by id) has had no request and no open stream: written
+    /// once, as the server stops, so the next start finds each as idle as it was, not fresh.
     /// The store counts idle time by a clock of its own that runs only while a process has it
     /// open, so the time the server was down is no one's idle time. A store several nodes
     /// share records use in `sweep` instead and is never sent one.
-    case used(id: String, idleSeconds: Double)
+    case idle(seconds: [String: Double])
     /// A small write of no session's, to learn whether the store takes writes again after a
     /// failure (a full disk that has room again).
     case probe
@@ -252,7 +252,7 @@ public struct StoredSession: Sendable, Equatable {
     /// Events kept for `Last-Event-ID`, in order; they may start before the snapshot.
     public var events: [StoredEvent]
     /// For how many seconds it had had no request and no open stream when the last process
-    /// stopped (`StoreWrite.used`); nil when the store does not know (that process crashed, or
+    /// stopped (`StoreWrite.idle`); nil when the store does not know (that process crashed, or
     /// an older one wrote the store).
     public var idleSeconds: Double?
 

@@ -75,7 +75,7 @@ import TestSupport
         try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("b"), snapshot(version: 0, last: 0))])
         try await Task.sleep(for: .milliseconds(400))
         let said = ContinuousClock.now
-        try commit(store, [.used(id: "a", idleSeconds: 0.05)])
+        try commit(store, [.idle(seconds: ["a": 0.05])])
         store.close()
         let wasOpen = (ContinuousClock.now - opened) / .seconds(1), sinceSaid = (ContinuousClock.now - said) / .seconds(1)
         // Closed: this is no one's idle time.
@@ -94,7 +94,7 @@ import TestSupport
         loaded = try reopened.loadAll().sessions
         #expect(loaded.map(\.idleSeconds) == [nil, nil], "not known: the restart counts as a use")
         try commit(reopened, [.delete(id: "b")])
-        try commit(reopened, [.used(id: "a", idleSeconds: 0), .used(id: "b", idleSeconds: 0)])
+        try commit(reopened, [.idle(seconds: ["a": 0, "b": 0])])
         reopened.close()
         #expect(try open().loadAll().sessions.map(\.record.id) == ["a"])
         #expect(try SQLiteDatabase(path: file).integer("SELECT count(*) FROM uses") == 1, "b's record is gone with it")
@@ -114,7 +114,7 @@ import TestSupport
             """)
         store = try open()
         #expect(try store.loadAll().sessions.map(\.idleSeconds) == [nil])
-        try commit(store, [.used(id: "a", idleSeconds: 0.25)])
+        try commit(store, [.idle(seconds: ["a": 0.25])])
         store.close()
         let idle = try #require(try open().loadAll().sessions.first?.idleSeconds)
         #expect(idle >= 0.25 && idle < 1, "as the process after the upgrade said: \(idle)")
