@@ -45,11 +45,16 @@ final class SessionPersistence: Sendable {
         lost.withLock { $0 = body }
     }
 
-    /// A write of epoch `epoch` was fenced off: taken over, or, when `deleted`, the session is
-    /// gone from the store (its holders end it, `end` on their streams, as on the announcement
-    /// of the deletion, which may come later).
-    fileprivate func fencedOff(_ id: String, epoch: Int, deleted: Bool) {
-        lost.withLock { $0 }?(id, deleted ? SessionEpoch.deleted : epoch + 1)
+    /// A write of epoch `epoch` was fenced off: taken over, or the session is gone from the
+    /// store, `deleted` or `expired` (its holders end it, `end` on their streams, as on the
+    /// announcement of its end, which may come later).
+    fileprivate func fencedOff(_ id: String, epoch: Int, because error: StorageError) {
+        let announced = switch error {
+        case .deleted: SessionEpoch.deleted
+        case .expired: SessionEpoch.expired
+        default: epoch + 1
+        }
+        lost.withLock { $0 }?(id, announced)
     }
 
     /// Counts a session let go because another node took it over.
@@ -77,7 +82,7 @@ final class SessionPersistence: Sendable {
             storage.commit(fenced) { [self] result in
                 switch result {
                 case .failure(.fenced): done.resume(returning: .lost)
-                case .failure(.deleted): done.resume(returning: .deleted)
+                case .failure(.deleted), .failure(.expired): done.resume(returning: .deleted)
                 default: done.resume(returning: noted(result) ? .durable : .failed)
                 }
             }
@@ -117,7 +122,7 @@ final class SessionPersistence: Sendable {
         case .success:
             failing.store(false, ordering: .relaxed)
             return true
-        case .failure(.fenced), .failure(.deleted):
+        case .failure(let error) where error.isFencedOff:
             return false
         case .failure:
             failing.store(true, ordering: .relaxed)
@@ -385,8 +390,7 @@ private final class StorageJournal: SessionJournal {
             // Let go before the session hears of the failure, so the request it fails finds the
             // session gone and answers as this node would for a session it never had.
             switch result {
-            case .failure(.fenced): if let epoch { persistence.fencedOff(id, epoch: epoch, deleted: false) }
-            case .failure(.deleted): if let epoch { persistence.fencedOff(id, epoch: epoch, deleted: true) }
+            case .failure(let error) where error.isFencedOff: if let epoch { persistence.fencedOff(id, epoch: epoch, because: error) }
             default: break
             }
             // The session hears of it on its own executor (its event loop), handed over with the

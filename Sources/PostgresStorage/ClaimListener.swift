@@ -84,8 +84,9 @@ final class ClaimListener: Sendable {
         }
     }
 
-    /// The current epoch of every session the node holds (deleted for one that is gone): what
-    /// it heard is then as if it had never stopped listening. Nothing to do at the first start.
+    /// The current epoch of every session the node holds (deleted or expired for one that is
+    /// gone, as its announcement said): what it heard is then as if it had never stopped
+    /// listening. Nothing to do at the first start.
     private func catchUp(on connection: PostgresConnection) throws(PostgresConnection.Failure) {
         let (held, handler) = state.withLock { ($0.held, $0.handler) }
         guard let held, let handler else { return }
@@ -94,8 +95,11 @@ final class ClaimListener: Sendable {
         var epochs: [String: Int] = [:]
         // Ids are the server's own (hex), so a comma is a safe separator.
         // Named for whoever reads pg_stat_activity: the listening connection's last query.
-        try connection.run("/* navd listener catch-up */ SELECT id, epoch FROM navd_sessions WHERE id = ANY(string_to_array($1, ','))",
-                           [.text(ids.joined(separator: ","))]) { row in
+        // A session without a row is gone: expired if a sweep remembers deleting it.
+        try connection.run("""
+            /* navd listener catch-up */ SELECT id, epoch FROM navd_sessions WHERE id = ANY(string_to_array($1, ','))
+            UNION ALL SELECT id, $2 FROM navd_expired WHERE id = ANY(string_to_array($1, ','))
+            """, [.text(ids.joined(separator: ",")), .integer(SessionEpoch.expired)]) { row in
             epochs[row.text(0)] = row.integer(1)
         }
         for id in ids { handler(id, epochs[id] ?? SessionEpoch.deleted) }

@@ -13,7 +13,8 @@ enum PostgresSchema {
     /// 2: sessions carry their owner's fencing epoch.
     /// 3: and when a node last used them (the database's clock, in seconds since 1970), so
     /// sessions no node holds can expire; older rows count as used at the migration.
-    static let version = 3
+    /// 4: the ids of sessions a sweep expired, kept for a day (`navd_expired`).
+    static let version = 4
 
     /// The channel on which a claim (or a deletion) announces `"<id> <epoch>"` to every node.
     static let claimsChannel = "navd_claims"
@@ -24,6 +25,13 @@ enum PostgresSchema {
 
     /// The database's clock, which every node shares, as `last_active` counts it.
     static let now = "extract(epoch from now())::double precision"
+
+    /// How long a sweep's expiry is remembered. A holder that hears of a session's end late
+    /// (its listening connection was down, or its write finds the row gone) tells its clients
+    /// `expired` rather than `deleted` within that time; after it, `deleted`. A day covers any
+    /// outage a node comes back from still holding its sessions, and keeps the table as small
+    /// as a day of expiries.
+    static let expiryMemory: Double = 86_400
 
     /// Idempotent: run in one transaction, under the lock, by every node at every start.
     static let create = """
@@ -60,6 +68,11 @@ enum PostgresSchema {
             data bytea NOT NULL,
             PRIMARY KEY (session, sequence)
         );
+        CREATE TABLE IF NOT EXISTS navd_expired (
+            id text COLLATE "C" PRIMARY KEY,
+            at double precision NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS navd_expired_by_at ON navd_expired (at);
         CREATE TABLE IF NOT EXISTS navd_probes (
             id integer PRIMARY KEY CHECK (id = 1),
             written timestamptz NOT NULL

@@ -181,10 +181,13 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 // Returns once the commit record is flushed: synchronous_commit = on.
                 return .success(try connection.transaction { () throws(PostgresConnection.Failure) -> [GroupCommit.Verdict] in
                     let epochs = try lockFenced(requests, in: connection)
-                    let verdicts = requests.map { request -> GroupCommit.Verdict in
+                    let verdicts = try requests.map { request throws(PostgresConnection.Failure) -> GroupCommit.Verdict in
                         guard case .fence(let id, let epoch)? = request.first else { return .written }
-                        // No row: deleted, which its holder must tell from a takeover.
-                        guard let current = epochs[id] else { return .deleted }
+                        // No row: gone, which its holder must tell from a takeover, and its
+                        // clients hear why.
+                        guard let current = epochs[id] else {
+                            return try Self.expired(among: [id], in: connection).isEmpty ? .deleted : .expired
+                        }
                         return current == epoch ? .written : .fenced
                     }
                     for (request, verdict) in zip(requests, verdicts) where verdict == .written {
@@ -450,10 +453,16 @@ public final class PostgresSessionStore: SharedSessionStorage {
                     """, [.real(idle.seconds), .integer(Self.sweepLimit)]) { row in
                     expired.append(row.text(0))
                 }
+                try connection.run("DELETE FROM navd_expired WHERE at < \(PostgresSchema.now) - $1", [.real(PostgresSchema.expiryMemory)])
                 if !expired.isEmpty {
                     let ids = PostgresValue.text(expired.joined(separator: ","))
                     try connection.run("DELETE FROM navd_transactions WHERE session = ANY(string_to_array($1, ','))", [ids])
                     try connection.run("DELETE FROM navd_events WHERE session = ANY(string_to_array($1, ','))", [ids])
+                    // Remembered, so a holder that hears of it late still ends it as expired.
+                    try connection.run("""
+                        INSERT INTO navd_expired (id, at) SELECT id, \(PostgresSchema.now) FROM unnest(string_to_array($1, ',')) AS id
+                        ON CONFLICT (id) DO UPDATE SET at = excluded.at
+                        """, [ids])
                     // Any node still holding one ends it, as expired.
                     try connection.run("SELECT pg_notify($1, id || ' ' || $2) FROM unnest(string_to_array($3, ',')) AS id",
                                        [.text(PostgresSchema.claimsChannel), .text(String(SessionEpoch.expired)), ids])
@@ -463,6 +472,17 @@ public final class PostgresSessionStore: SharedSessionStorage {
         } catch {
             return .failure(.unavailable("PostgreSQL: \(error)"))
         }
+    }
+
+    /// Which of `ids`, sessions without a row, a sweep deleted (and still remembers): their
+    /// holders end them as expired, the others as deleted, as the announcement would have said.
+    static func expired(among ids: [String], in connection: PostgresConnection) throws(PostgresConnection.Failure) -> Set<String> {
+        var expired: Set<String> = []
+        guard !ids.isEmpty else { return expired }
+        try connection.run("SELECT id FROM navd_expired WHERE id = ANY(string_to_array($1, ','))", [.text(ids.joined(separator: ","))]) { row in
+            expired.insert(row.text(0))
+        }
+        return expired
     }
 
     /// Tells every node (at commit, not before) that session `id` is now at `epoch`.

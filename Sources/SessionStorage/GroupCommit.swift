@@ -24,8 +24,10 @@ public final class GroupCommit: Sendable {
         case written
         /// Its fence did not hold, and none of it was written: another node took the session over…
         case fenced
-        /// …or the session is gone from the store.
+        /// …or the session is gone from the store: deleted…
         case deleted
+        /// …or expired by a sweep.
+        case expired
     }
 
     private struct Request: Sendable {
@@ -95,10 +97,14 @@ public final class GroupCommit: Sendable {
     }
 
     private static func outcome(_ verdict: Verdict, _ request: Request) -> Result<Void, StorageError> {
-        guard verdict != .written else { return .success(()) }
         let id: String
         if case .fence(let fenced, _)? = request.writes.first { id = fenced } else { id = "" }
-        return .failure(verdict == .deleted ? .deleted(id) : .fenced(id))
+        switch verdict {
+        case .written: return .success(())
+        case .fenced: return .failure(.fenced(id))
+        case .deleted: return .failure(.deleted(id))
+        case .expired: return .failure(.expired(id))
+        }
     }
 
     /// Commits everything that is pending, one transaction per round, until nothing is.

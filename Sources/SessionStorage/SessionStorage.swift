@@ -275,9 +275,20 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Another node took the session over (its epoch moved on): nothing of the request was
     /// written, and this node must let the session go.
     case fenced(String)
-    /// The session is gone from the shared store (deleted by another node, or expired by its
-    /// sweep): nothing of the request was written, and this node must end the session.
+    /// The session is gone from the shared store, deleted by another node: nothing of the
+    /// request was written, and this node must end the session…
     case deleted(String)
+    /// …or expired by a node's sweep.
+    case expired(String)
+
+    /// Whether the write was refused for its session alone (taken over or gone), not for a
+    /// fault of the store.
+    public var isFencedOff: Bool {
+        switch self {
+        case .fenced, .deleted, .expired: true
+        case .cannotOpen, .unavailable: false
+        }
+    }
 
     public var description: String {
         switch self {
@@ -285,6 +296,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unavailable(let reason): "the session store is unavailable: \(reason)"
         case .fenced(let id): "another node owns session \(id) now"
         case .deleted(let id): "session \(id) was deleted"
+        case .expired(let id): "session \(id) expired"
         }
     }
 }

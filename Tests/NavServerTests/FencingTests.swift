@@ -389,6 +389,38 @@ struct FencingTests {
         await sweeper.stop()
     }
 
+    /// A holder that did not hear of a sweep (its listening connection was down) finds the
+    /// session gone at its next write: the request is answered 404 and the streams get `end`
+    /// with the reason the sweep announced, `expired`, not `deleted`.
+    @Test func aHolderThatMissedTheSweepEndsTheSessionAsExpiredAtItsNextWrite() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        // No TTL of its own: only another node's sweep ends the session.
+        let holder = try await Self.node(url, deaf: true, idleSessionTTL: nil)
+        var configuration = ServerConfiguration()
+        configuration.store = .postgres
+        configuration.databaseURL = url
+        let settings = configuration
+        let sweeper = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
+        defer { sweeper.close() }
+        let (id, token) = try await holder.session("counter")
+        let stream = try await Self.openStream(on: holder, id, token: token)
+        var swept: [String] = []
+        // The holder records its sessions' use now and then; sweep again if it just did.
+        for _ in 0..<3 where swept.isEmpty {
+            _ = try await Self.query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
+            swept = try await withCheckedContinuation { done in
+                sweeper.sweep(inUse: [], idle: .seconds(60)) { done.resume(returning: $0) }
+            }.get()
+        }
+        #expect(swept == [id])
+        let refused = try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(refused.status == 404, "\(refused.text)")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end")
+        #expect(closing.last?.data["reason"] == "expired")
+        await holder.stop()
+    }
+
     /// Deleting a session on a shared store announces the deletion to every node, this one
     /// included; its own streams still get `end` (`deleted`), not a close without it.
     @Test(arguments: 0..<5)

@@ -148,7 +148,8 @@ struct PostgresOwnershipTests {
     }
 
     /// Announcements made while a node's listening connection was down reach it once it is
-    /// back: the current epoch of each session it holds, deleted for those that are gone.
+    /// back: the current epoch of each session it holds, deleted or expired for those that are
+    /// gone, as the announcement said.
     @Test func aListenerThatLostItsConnectionCatchesUpOnWhatItMissed() async throws {
         let url = try await Self.freshDatabase()
         let holder = try await open(url)
@@ -158,8 +159,9 @@ struct PostgresOwnershipTests {
             other.close()
         }
         let kept = "1" + Self.id.dropFirst()
-        for id in [Self.id, Self.otherID, kept] { await create(holder, id) }
-        let heard = listen(holder, holding: [Self.id, Self.otherID, kept])
+        let idle = "2" + Self.id.dropFirst()
+        for id in [Self.id, Self.otherID, kept, idle] { await create(holder, id) }
+        let heard = listen(holder, holding: [Self.id, Self.otherID, kept, idle])
         let first = try #require(try await listenerPID(url))
         _ = try await query(url, "SELECT pg_terminate_backend(\(first))")
         var gone = false
@@ -172,7 +174,9 @@ struct PostgresOwnershipTests {
         // Neither is heard as it happens: the holder listens again only a second later.
         _ = try await claim(other)
         #expect(await commit(other, [.fence(id: Self.otherID, epoch: SessionEpoch.created), .delete(id: Self.otherID)]) == nil)
-        let missed = ["\(Self.id) 2", "\(Self.otherID) \(SessionEpoch.deleted)"]
+        _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120 WHERE id = '\(idle)'")
+        #expect(try await sweep(other, inUse: [], idle: .seconds(60)) == [idle])
+        let missed = ["\(Self.id) 2", "\(Self.otherID) \(SessionEpoch.deleted)", "\(idle) \(SessionEpoch.expired)"]
         #expect(await eventually(within: .seconds(5)) { Set(missed).isSubset(of: heard.all) })
         #expect(heard.all.filter { $0.hasPrefix(kept) }.allSatisfy { $0 == "\(kept) \(SessionEpoch.created)" },
                 "the session nobody touched is still the holder's")
@@ -207,11 +211,20 @@ struct PostgresOwnershipTests {
         #expect(try await query(url, "SELECT DISTINCT session FROM navd_transactions") == [Self.id])
         #expect(try await query(url, "SELECT DISTINCT session FROM navd_events") == [Self.id])
         #expect(await eventually { heard.all == ["\(Self.otherID) \(SessionEpoch.expired)"] }, "announced as expired, not deleted")
+        #expect(await commit(store, step(2, epoch: SessionEpoch.created, id: Self.otherID)) == .expired(Self.otherID),
+                "its holder's next write is told it expired, for a holder that did not hear")
+        #expect(await commit(store, [.fence(id: Self.unknownID, epoch: SessionEpoch.created), .delete(id: Self.unknownID)]) == .deleted(Self.unknownID),
+                "a session no sweep took was deleted")
         // Marked as used by that sweep: not idle now, until it is.
         #expect(try await sweep(store, inUse: [], idle: .seconds(60)) == [])
         _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
         #expect(try await sweep(store, inUse: [], idle: .seconds(60)) == [Self.id])
         #expect(try await query(url, "SELECT count(*) FROM navd_sessions") == ["0"])
+        // Expiries are remembered for a day, then forgotten by a later sweep (one with a TTL).
+        #expect(try await query(url, "SELECT id FROM navd_expired ORDER BY id") == [Self.id, Self.otherID].sorted())
+        _ = try await query(url, "UPDATE navd_expired SET at = at - \(PostgresSchema.expiryMemory + 60) WHERE id = '\(Self.otherID)'")
+        #expect(try await sweep(store, inUse: [], idle: .seconds(60)) == [])
+        #expect(try await query(url, "SELECT id FROM navd_expired") == [Self.id])
     }
 
     @Test func aVersionOneDatabaseGainsTheEpochColumn() async throws {
@@ -240,6 +253,7 @@ struct PostgresOwnershipTests {
     }
 
     static let otherID = "fedcba9876543210fedcba9876543210"
+    static let unknownID = "00000000000000000000000000000000"
 
     /// The backend of the store's listening connection, once there is one (nil after 5 s).
     func listenerPID(_ url: String) async throws -> String? {
