@@ -207,17 +207,22 @@ final class APIHandler: HTTPHandler {
     /// `DELETE` and the idle reaper both do. Gone from the store first, so an answer that says
     /// so holds after a restart. `.failed`: nothing changed; `.lost`: another node has it now,
     /// and only this node's copy goes (unless a deletion of it here is still under way, which
-    /// ends it); `.deleted`: another node deleted it first (a retried `DELETE`, routers that
-    /// disagree, a sweep), so it ends here all the same.
+    /// ends it); `.deleted` or `.expired`: another node deleted it, or its sweep, first (a
+    /// retried `DELETE`, routers that disagree), so it ends here all the same, for that reason.
     func end(_ hosted: HostedSession, _ reason: NavigationSession.EndReason) async -> SessionPersistence.Committed {
         hosted.markEnding(true)
         let committed = await persistence.commit([.delete(id: hosted.id)], of: hosted)
         switch committed {
-        case .durable, .deleted:
-            // This very copy: `.deleted` may answer a copy let go and claimed again meanwhile,
-            // whose successor the announcement of the deletion ends.
+        case .durable, .deleted, .expired:
+            let ending: NavigationSession.EndReason = switch committed {
+            case .deleted: .deleted
+            case .expired: .expired
+            default: reason
+            }
+            // This very copy: a copy let go and claimed again meanwhile is ended by the
+            // announcement of the deletion.
             if store.remove(identical: hosted) {
-                await hosted.navigation.end(reason)
+                await hosted.navigation.end(ending)
                 memory.sessionEnded()
             }
         case .failed:
@@ -227,6 +232,23 @@ final class APIHandler: HTTPHandler {
             if !hosted.isEnding { release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1) }
         }
         return committed
+    }
+
+    /// Ends `hosted` as expired if it is still idle for `ttl`, closed to changes first as a
+    /// `DELETE` closes it: a change that reaches it while its deletion is on the way is told to
+    /// try again (and then finds it gone), never acknowledged for a write the deletion drops.
+    /// Idle is decided on the session's executor, with the closing, so a request that touched it
+    /// before keeps it. A deletion that failed opens it again, to be tried next round.
+    func expire(_ hosted: HostedSession, idleFor ttl: Duration) async {
+        let session = hosted.navigation
+        // Not idle any more, already ending (a `DELETE` under way) or ended: nothing to do here.
+        let closed = try? await session.run { session throws(NavigationError) -> Bool in
+            guard hosted.isIdle(for: ttl) else { return false }
+            try session.close(ifMatch: nil)
+            return true
+        }
+        guard closed == true else { return }
+        if case .failed = await end(hosted, .expired) { await session.reopen() }
     }
 
     /// Lets session `id` go if this node holds it with an epoch under `epoch`: another node took
@@ -365,13 +387,15 @@ final class APIHandler: HTTPHandler {
                     return fail(error, hosted, answer)
                 }
                 let committed = await end(hosted, .deleted)
+                // Open again before the answer, so a client that retries at once is served.
+                if case .failed = committed { await session.reopen() }
                 switch committed {
                 // Deleted meanwhile by another node: deleted, as asked.
                 case .durable, .deleted: answer.send(HTTPResponse(status: 204))
                 case .failed: answer.fail(APIError(.storageUnavailable))
-                case .lost: answer.fail(.unknownSession(hosted.id))
+                // Expired before it (as every other node answers), or another node has it now.
+                case .expired, .lost: answer.fail(.unknownSession(hosted.id))
                 }
-                if case .failed = committed { await session.reopen() }
             }
         case (.session, _):
             session.isolated { session in

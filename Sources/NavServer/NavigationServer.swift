@@ -259,8 +259,7 @@ public final class NavigationServer: Sendable {
         let reaper = Task.detached {
             while !Task.isCancelled, let ttl {
                 for hosted in handler.store.all where hosted.isIdle(for: ttl) {
-                    // A failed delete is tried again next round.
-                    _ = await handler.end(hosted, .expired)
+                    await handler.expire(hosted, idleFor: ttl)
                 }
                 try? await Task.sleep(for: Self.reaperRound(ttl: ttl))
             }

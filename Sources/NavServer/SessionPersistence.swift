@@ -69,9 +69,10 @@ final class SessionPersistence: Sendable {
         case failed
         /// Another node owns the session now: nothing was written.
         case lost
-        /// The session is gone from the store (deleted elsewhere, or expired): nothing was
-        /// written.
+        /// The session is gone from the store, deleted elsewhere…
         case deleted
+        /// …or expired by a sweep elsewhere: nothing was written.
+        case expired
     }
 
     /// Commits `writes` of `hosted`'s, fenced with its epoch on a shared store, and waits.
@@ -82,7 +83,8 @@ final class SessionPersistence: Sendable {
             storage.commit(fenced) { [self] result in
                 switch result {
                 case .failure(.fenced): done.resume(returning: .lost)
-                case .failure(.deleted), .failure(.expired): done.resume(returning: .deleted)
+                case .failure(.deleted): done.resume(returning: .deleted)
+                case .failure(.expired): done.resume(returning: .expired)
                 default: done.resume(returning: noted(result) ? .durable : .failed)
                 }
             }

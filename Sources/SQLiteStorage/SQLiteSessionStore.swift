@@ -26,6 +26,10 @@ public final class SQLiteSessionStore: SessionStorage {
         /// Whether the process before wrote its sessions' idle times as it stopped (rather than
         /// crashed, or failed to write them): only then are they known.
         let closedCleanly: Bool
+        /// Whether the file says this process has it open (`closed` cleared), so that a crash
+        /// is known as one at the next start. Cleared at open, or, when the disk had no room
+        /// then, by the first commit, before anything this process does is durable.
+        var markedOpen: Bool
 
         /// The store's clock now: it goes on from where the last process kept it.
         var clock: Double { clockKept + (ContinuousClock.now - clockRead).seconds }
@@ -78,9 +82,10 @@ public final class SQLiteSessionStore: SessionStorage {
                 clock = row.real(0)
                 closed = row.integer(1) != 0
             }
-            // Until this process closes it: a crash is known as one at the next start.
-            try database.run("UPDATE clock SET closed = 0")
-            self.open = Mutex(Open(database: database, clockKept: clock, closedCleanly: closed))
+            // Until this process closes it: a crash is known as one at the next start. A full
+            // disk must not keep navd from starting (it reads, and writes once there is room).
+            let markedOpen = closed ? try Self.markOpen(database) : true
+            self.open = Mutex(Open(database: database, clockKept: clock, closedCleanly: closed, markedOpen: markedOpen))
         } catch let failure as SQLiteDatabase.Failure {
             throw .cannotOpen(failure.isBusy ? "\(path) is in use by another process" : "\(path): \(failure)")
         } catch let error as StorageError {
@@ -96,15 +101,29 @@ public final class SQLiteSessionStore: SessionStorage {
         counters.withLock { $0 = statistics }
     }
 
+    /// Clears `closed`; false when the disk has no room for it.
+    private static func markOpen(_ database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> Bool {
+        do throws(SQLiteDatabase.Failure) {
+            try database.run("UPDATE clock SET closed = 0")
+            return true
+        } catch {
+            guard error.isDiskProblem else { throw error }
+            return false
+        }
+    }
+
     private static func prepare(_ database: SQLiteDatabase, path: String) throws {
-        // Before anything reads the file: no waiting on another process, an exclusive lock held
-        // for the connection's life (so WAL needs no shared memory), and incremental vacuum,
-        // which only takes effect before the first table exists.
+        // Before anything reads the file: no waiting on another process, and an exclusive lock
+        // held for the connection's life (so WAL needs no shared memory).
         try database.execute("""
             PRAGMA busy_timeout = 0;
             PRAGMA locking_mode = EXCLUSIVE;
-            PRAGMA auto_vacuum = INCREMENTAL;
             """)
+        // Incremental vacuum takes effect only before the first table exists: set on a new file
+        // alone, since setting it writes, and a full disk must not keep a store from opening.
+        if try database.integer("SELECT count(*) FROM sqlite_schema") == 0 {
+            try database.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        }
         let mode = try database.text("PRAGMA journal_mode = WAL")
         guard mode.lowercased() == "wal" else { throw StorageError.cannotOpen("\(path): cannot use write-ahead logging (journal mode \(mode))") }
         try database.execute("""
@@ -259,6 +278,7 @@ public final class SQLiteSessionStore: SessionStorage {
             do throws(SQLiteDatabase.Failure) {
                 try current.database.run("BEGIN IMMEDIATE")
                 do throws(SQLiteDatabase.Failure) {
+                    if !current.markedOpen { try current.database.run("UPDATE clock SET closed = 0") }
                     for request in requests {
                         for write in request { try apply(write, to: &current) }
                     }
@@ -269,6 +289,7 @@ public final class SQLiteSessionStore: SessionStorage {
                     throw error
                 }
                 current.journal.keepChanges()
+                current.markedOpen = true
                 if giveBackFreePages(current.database) { writer.onWriter { [self] in giveBackMoreFreePages() } }
                 return .success(Array(repeating: .written, count: requests.count))
             } catch {

@@ -169,6 +169,31 @@ final class GatedStore: SessionStorage {
         store.close()
     }
 
+    /// The idle reaper's deletion closes the session as a `DELETE` does: a change that reaches
+    /// it while the deletion is on its way is told to try again, never acknowledged for a write
+    /// the deletion drops (found by an adversarial review: it was answered 200).
+    @Test func aChangeDuringAnExpiryIsToldToTryAgain() async throws {
+        let (store, directory) = try gatedStore()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await TestServer(storage: store) { $0.idleSessionTTL = .seconds(2) }
+        let (id, token) = try await server.session("counter")
+        store.hold()
+        #expect(await eventually(within: .seconds(10)) { store.heldCount == 1 }, "the reaper's deletion is on its way")
+        let during = try await server.client().act(id, token: token, "incrementButtonTapped")
+        #expect(during.status == 503, "\(during.text)")
+        #expect(during.json["error"]?["code"] == "session_ending")
+        store.release()
+        var status = 0
+        for _ in 0..<50 where status != 404 {
+            status = try await server.client().get("/sessions/\(id)", token: token).status
+            if status != 404 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(status == 404, "expired")
+        #expect(store.inner.statistics().failedCommits == 0)
+        await server.stop()
+        store.close()
+    }
+
     /// The same, when the store refuses the other client's write: the no-op that depended on it
     /// is refused (503), and a GET pipelined behind that 503 must not show the refused change.
     @Test func aGetPipelinedAfterA503DoesNotShowTheRefusedChange() async throws {

@@ -396,25 +396,27 @@ struct FencingTests {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
         // No TTL of its own: only another node's sweep ends the session.
         let holder = try await Self.node(url, deaf: true, idleSessionTTL: nil)
-        var configuration = ServerConfiguration()
-        configuration.store = .postgres
-        configuration.databaseURL = url
-        let settings = configuration
-        let sweeper = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
-        defer { sweeper.close() }
         let (id, token) = try await holder.session("counter")
         let stream = try await Self.openStream(on: holder, id, token: token)
-        var swept: [String] = []
-        // The holder records its sessions' use now and then; sweep again if it just did.
-        for _ in 0..<3 where swept.isEmpty {
-            _ = try await Self.query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
-            swept = try await withCheckedContinuation { done in
-                sweeper.sweep(inUse: [], idle: .seconds(60)) { done.resume(returning: $0) }
-            }.get()
-        }
-        #expect(swept == [id])
+        #expect(try await Self.sweepElsewhere(url) == [id])
         let refused = try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
         #expect(refused.status == 404, "\(refused.text)")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end")
+        #expect(closing.last?.data["reason"] == "expired")
+        await holder.stop()
+    }
+
+    /// The same holder gets a `DELETE` instead: its deletion finds the row gone, answers 404 as
+    /// every other node would for a session that expired, and its streams get `end` `expired`.
+    @Test func aDeleteOnAHolderThatMissedTheSweepIsNotFoundAndEndsAsExpired() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let holder = try await Self.node(url, deaf: true, idleSessionTTL: nil)
+        let (id, token) = try await holder.session("counter")
+        let stream = try await Self.openStream(on: holder, id, token: token)
+        #expect(try await Self.sweepElsewhere(url) == [id])
+        let deleted = try await holder.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        #expect(deleted.status == 404, "\(deleted.text)")
         let closing = try await stream.readEventsUntilClosed()
         #expect(closing.last?.name == "end")
         #expect(closing.last?.data["reason"] == "expired")
@@ -487,6 +489,26 @@ struct FencingTests {
         }
         // Once more: a busy pool may resume the wait after its deadline.
         return (try? await condition()) == true
+    }
+
+    /// Sweeps `url`'s sessions from a store of its own, as another node would, once every
+    /// session has gone unused for two minutes; what it expired.
+    static func sweepElsewhere(_ url: String) async throws -> [String] {
+        var configuration = ServerConfiguration()
+        configuration.store = .postgres
+        configuration.databaseURL = url
+        let settings = configuration
+        let sweeper = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
+        defer { sweeper.close() }
+        var swept: [String] = []
+        // Nodes record their sessions' use now and then; sweep again if one just did.
+        for _ in 0..<3 where swept.isEmpty {
+            _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
+            swept = try await withCheckedContinuation { done in
+                sweeper.sweep(inUse: [], idle: .seconds(60)) { done.resume(returning: $0) }
+            }.get()
+        }
+        return swept
     }
 
     static func query(_ url: String, _ sql: String) async throws -> [String] {

@@ -493,6 +493,41 @@ import TestSupport
         #expect(a.transactions == [transaction(version: 1, events: 1...1)], "the failed batch left nothing behind")
     }
 
+    /// A store on a full disk still opens and reads (navd starts, serves and answers writes
+    /// 503 until there is room): opening writes nothing it cannot do without. The mark that
+    /// says a process has the store open then goes with the first commit that fits.
+    @Test(.enabled(if: geteuid() == 0, "mounting a small tmpfs needs root"))
+    func aFullDiskStillOpensAndMarksTheStoreOpenWithTheFirstCommitThatFits() throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try run("/bin/mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", directory)
+        defer {
+            _ = try? run("/bin/umount", directory)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        var store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        try commit(store, [.idle(seconds: ["a": 1])])
+        store.close()
+        let filler = (directory as NSString).appendingPathComponent("filler")
+        _ = try? run("/bin/dd", "if=/dev/zero", "of=\(filler)", "bs=64k", "count=100")
+
+        store = try open()
+        let loaded = try store.loadAll().sessions
+        #expect(loaded.map(\.record.id) == ["a"])
+        #expect(loaded.first?.idleSeconds != nil, "the last process stopped cleanly")
+        let big = "\"" + String(repeating: "y", count: 200_000) + "\""
+        #expect(throws: StorageError.self) {
+            try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...1, data: big))])
+        }
+        try FileManager.default.removeItem(atPath: filler)
+        try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...1))])
+        // Gone without writing its idle times, as in a crash: what it did since is not known.
+        store.close()
+        let again = try open().loadAll().sessions
+        #expect(again.first?.transactions == [transaction(version: 1, events: 1...1)])
+        #expect(again.map(\.idleSeconds) == [nil], "the commit marked the store open")
+    }
+
     // MARK: - Helpers
 
     func commit(_ store: SQLiteSessionStore, _ writes: [StoreWrite]) throws {
