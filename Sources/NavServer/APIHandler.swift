@@ -654,10 +654,12 @@ final class APIHandler: HTTPHandler {
         // the answer (its responder and request), which would cost every idle stream their bytes.
         let logged = log.logsRequests ? (requestID: answer.requestID, remote: answer.remoteAddress) : nil
         stream.onClose { reason in
+            // Used until now: touched before the stream stops counting, so the reaper never
+            // sees neither and expires a session whose client is about to reconnect.
+            hosted.touch()
             events.remove(stream)
             metrics.streamClosed()
             if reason == .tooSlow { metrics.subscriberDropped() }
-            hosted.touch()
             guard let logged else { return }
             log.streamClosed(.init(requestID: logged.requestID, remote: logged.remote, session: hosted.id,
                                    reason: tally.reason(reason, shuttingDown: lifecycle.isShuttingDown),

@@ -51,6 +51,30 @@ final class GatedStore: SessionStorage {
     }
 }
 
+/// A store that refuses deletions (nothing of them is committed) while `refusing`.
+final class DeletionRefusingStore: SessionStorage {
+    let inner: SQLiteSessionStore
+    let refusing = Atomic<Bool>(false)
+    let refused = Atomic<Int>(0)
+
+    init(_ inner: SQLiteSessionStore) { self.inner = inner }
+
+    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(each) }
+    func close() { inner.close() }
+    func statistics() -> StorageStatistics { inner.statistics() }
+
+    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
+                completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        let deletes = writes.contains { if case .delete = $0 { true } else { false } }
+        if deletes && refusing.load(ordering: .relaxed) {
+            refused.add(1, ordering: .relaxed)
+            DispatchQueue.global().async { completion(.failure(.unavailable("injected: delete refused"))) }
+            return
+        }
+        inner.commit(writes, admissible: admissible, completion: completion)
+    }
+}
+
 /// A durable change is answered straight from the store's notice, before the session's loop has
 /// heard of it; what the client asks next must still find the session caught up. (The pipelined
 /// cases were found by an adversarial review: an answer from a write the store had settled
@@ -190,6 +214,28 @@ final class GatedStore: SessionStorage {
         }
         #expect(status == 404, "expired")
         #expect(store.inner.statistics().failedCommits == 0)
+        await server.stop()
+        store.close()
+    }
+
+    /// The reaper's deletion fails: the session it closed takes changes again (found by an
+    /// adversarial review; nothing tested it).
+    @Test func aFailedExpiryOpensTheSessionAgain() async throws {
+        let (gated, directory) = try gatedStore()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = DeletionRefusingStore(gated.inner)
+        let server = try await TestServer(storage: store) { $0.idleSessionTTL = .seconds(2) }
+        let (id, token) = try await server.session("counter")
+        store.refusing.store(true, ordering: .relaxed)
+        #expect(await eventually(within: .seconds(10)) { store.refused.load(ordering: .relaxed) >= 1 }, "the reaper tried")
+        var statuses: [Int] = []
+        for _ in 0..<40 {
+            let answer = try await server.client().act(id, token: token, "incrementButtonTapped")
+            statuses.append(answer.status)
+            if answer.status == 200 { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(statuses.last == 200, "\(statuses)")
         await server.stop()
         store.close()
     }

@@ -510,6 +510,8 @@ import TestSupport
         store.close()
         let filler = (directory as NSString).appendingPathComponent("filler")
         _ = try? run("/bin/dd", "if=/dev/zero", "of=\(filler)", "bs=64k", "count=100")
+        // Full to the last page, so the open could not have marked the store open itself.
+        #expect(!FileManager.default.createFile(atPath: directory + "/probe", contents: Data(count: 4096)), "the disk still has room")
 
         store = try open()
         let loaded = try store.loadAll().sessions
