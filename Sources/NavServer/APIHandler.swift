@@ -454,9 +454,11 @@ final class APIHandler: HTTPHandler {
         Task(executorPreference: answer.executor) { [self] in
             do throws(NavigationError) {
                 // On the session's actor throughout, the answer included (it only queues bytes).
-                try await session.run { session throws(NavigationError) in
-                    let outcome = try await session.durable(try change.apply(to: session, ifMatch: ifMatch))
-                    waiting.send(Self.outcomeResponse(try await session.durable(await session.waitForEffects(of: outcome, timeout: wait))))
+                try await hosted.inUse { () async throws(NavigationError) in
+                    try await session.run { session throws(NavigationError) in
+                        let outcome = try await session.durable(try change.apply(to: session, ifMatch: ifMatch))
+                        waiting.send(Self.outcomeResponse(try await session.durable(await session.waitForEffects(of: outcome, timeout: wait))))
+                    }
                 }
             } catch {
                 fail(error, hosted, answer)

@@ -76,24 +76,41 @@ final class HostedSession: Sendable {
     /// cleared only by a record that committed, so no use goes unrecorded.
     private let usedSinceMark = Atomic<Bool>(true)
 
+    /// Requests waiting for their effects (`?wait=true`, up to a minute): in use meanwhile,
+    /// however short the idle TTL.
+    private let waits = Atomic<Int>(0)
+
+    /// Runs `body`, a request's wait, with the session counted as in use throughout.
+    func inUse<Result>(during body: () async throws(NavigationError) -> Result) async throws(NavigationError) -> Result {
+        waits.add(1, ordering: .relaxed)
+        defer {
+            touch()
+            waits.subtract(1, ordering: .relaxed)
+        }
+        return try await body()
+    }
+
+    /// In use now: an open stream, or a request waiting.
+    private var isBusy: Bool { events.count > 0 || waits.load(ordering: .relaxed) > 0 }
+
     /// Whether there is use to record, clearing the flag; `keepUseToRecord()` sets it again
     /// when the record failed.
     func takeUseToRecord() -> Bool {
         let used = usedSinceMark.exchange(false, ordering: .relaxed)
-        return used || events.count > 0
+        return used || isBusy
     }
 
     func keepUseToRecord() { usedSinceMark.store(true, ordering: .relaxed) }
 
     /// For how long it has had no request and no open stream.
     var idleSeconds: Double {
-        guard events.count == 0 else { return 0 }
+        guard !isBusy else { return 0 }
         return Double(max(0, Self.now() - lastActive.load(ordering: .relaxed))) / 1e9
     }
 
-    /// Idle: no request for `ttl` and no open stream.
+    /// Idle: no request for `ttl`, none waiting, and no open stream.
     func isIdle(for ttl: Duration) -> Bool {
-        guard events.count == 0 else { return false }
+        guard !isBusy else { return false }
         return .nanoseconds(Self.now() - lastActive.load(ordering: .relaxed)) >= ttl
     }
 

@@ -292,6 +292,22 @@ import TestSupport
         await server.stop()
     }
 
+    /// A request waiting for its effects keeps its session in use, however short the idle TTL:
+    /// the session is not expired under it (found by an adversarial review).
+    @Test func aWaitingRequestKeepsItsSessionInUse() async throws {
+        let silent = try FactStub(.silent)
+        defer { silent.stop() }
+        let server = try await TestServer(configure: { $0.idleSessionTTL = .seconds(1) },
+                                          demo: { $0.factBaseURL = silent.baseURL; $0.factTimeout = .seconds(30) })
+        let (id, token) = try await server.session("counter")
+        let client = try server.client()
+        let response = try await client.act(id, token: token, "factButtonTapped", query: "?wait=true&timeout=2.5")
+        #expect(response.status == 200)
+        #expect(response.json["effectsPending"] == true, "the wait ran its course: \(response.text)")
+        #expect(try await client.get("/sessions/\(id)", token: token).status == 200, "not expired during the wait")
+        await server.stop()
+    }
+
     @Test func ifMatchGuardsAgainstLostUpdates() async throws {
         let server = try await TestServer()
         let (id, token) = try await server.session("counter")
