@@ -128,8 +128,8 @@ import TestSupport
     /// never a separator that reaches another endpoint; other escapes mean what they encode.
     @Test func anEncodedSlashStaysInsideItsSegment() async throws {
         let server = try await TestServer()
-        let client = try server.client()
         let (id, token) = try await server.session("counter")
+        let client = try server.client()
         let navigation = try await client.get("/sessions/\(id)/navigation", token: token)
         #expect(navigation.status == 200)
         let slashed = try await client.get("/sessions/\(id)%2Fnavigation", token: token)
@@ -144,8 +144,8 @@ import TestSupport
     /// An error quotes what was sent, cut short: a large unknown name does not come back whole.
     @Test func errorMessagesQuoteTheirInputCutShort() async throws {
         let server = try await TestServer()
-        let client = try server.client()
         let (id, token) = try await server.session("counter")
+        let client = try server.client()
         // Plain letters, and one character of a hundred thousand combining accents.
         for name in [String(repeating: "x", count: 200_000), "a" + String(repeating: "\u{301}", count: 100_000)] {
             let response = try await client.act(id, token: token, name)
@@ -160,8 +160,8 @@ import TestSupport
     /// A request with two `Authorization` fields opens nothing, even when both hold the token.
     @Test func twoCredentialsOpenNothing() async throws {
         let server = try await TestServer()
-        let client = try server.client()
         let (id, token) = try await server.session("counter")
+        let client = try server.client()
         for pair in [(token, token), (token, "other"), ("other", token)] {
             let response = try await client.request("GET", "/sessions/\(id)", headers: [
                 ("Authorization", "Bearer \(pair.0)"), ("Authorization", "Bearer \(pair.1)"),
