@@ -195,6 +195,8 @@ struct ConnectionState {
         var elapsedInPhase: Int64
         var sinceWriteProgress: Int64
         var outputPending: Bool
+        /// Bytes of answers written but not yet taken by the socket.
+        var outputBytes: Int
         var unansweredRequests: Bool
         var readPhase: Connection.ReadPhase
         /// Part of a head has arrived.
@@ -231,8 +233,12 @@ struct ConnectionState {
         case .serving, .finishing:
             break
         }
-        if activity.outputPending && activity.sinceWriteProgress > settings.idleTimeout {
-            // The client leaves an answer unread.
+        // The client leaves an answer unread. A large one (over a stream's limit, as a big
+        // snapshot would be) is held only as long as a stream's would: a session's state can be
+        // megabytes, and a minute of every such answer left unread is memory a client can pile up.
+        let patience = activity.outputBytes > settings.streamBufferLimit
+            ? min(settings.idleTimeout, settings.streamStallTimeout) : settings.idleTimeout
+        if activity.outputPending && activity.sinceWriteProgress > patience {
             return .close(.clientClosed)
         }
         switch activity.readPhase {

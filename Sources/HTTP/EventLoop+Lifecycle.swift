@@ -65,6 +65,7 @@ extension EventLoop {
             elapsedInPhase: now - connection.phaseStart,
             sinceWriteProgress: now - connection.lastWriteProgress,
             outputPending: !connection.output.isEmpty,
+            outputBytes: connection.output.count,
             unansweredRequests: !connection.slots.isEmpty,
             readPhase: connection.phase,
             receivingHead: connection.scanner.hasStarted || !connection.pending.isEmpty,

@@ -30,7 +30,8 @@ extension HTTPServer {
         public var streamBufferLimit: Int
         /// A first message larger than `streamBufferLimit` (a big snapshot) is still sent, but
         /// only to a client that reads it: a stream over its limit whose socket takes nothing
-        /// for this long is closed as `.tooSlow`, and what it held is freed.
+        /// for this long is closed as `.tooSlow`, and what it held is freed. An ordinary answer
+        /// over that size left unread is closed after this long too (the idle timeout, if shorter).
         public var streamStallTimeout: Duration
         /// The kernel send buffer of a connection once it carries an event stream (SO_SNDBUF;
         /// Linux reserves twice this). Left alone, Linux grows it to 4 MiB for a client that

@@ -211,6 +211,18 @@ import Testing
         }
     }
 
+    /// A large answer left unread is dropped after the stall timeout, long before the idle one.
+    @Test func aLargeUnreadAnswerIsDroppedAfterTheStallTimeout() throws {
+        try withServer({ $0.idleTimeout = .seconds(60); $0.streamStallTimeout = .milliseconds(700) }) { server, _ in
+            let client = try TestClient(port: server.port)
+            client.setReceiveBuffer(4096)
+            try client.send("GET /big?size=16000000 HTTP/1.1\r\nHost: x\r\n\r\n")
+            usleep(300_000)
+            #expect(server.openConnectionCount == 1)
+            #expect(TestHandler.eventually(timeout: 5) { server.openConnectionCount == 0 })
+        }
+    }
+
     /// The idle timeout after a request, the (shorter) header timeout before the first.
     @Test func idleAndFirstHeadTimeouts() throws {
         try withServer({ $0.headerTimeout = .milliseconds(400); $0.idleTimeout = .milliseconds(1500) }) { server, _ in

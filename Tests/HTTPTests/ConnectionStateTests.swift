@@ -22,7 +22,7 @@ import Testing
 
     /// A quiet connection between requests: nothing received, nothing owed.
     private func quiet(_ elapsed: Int64, phase: Connection.ReadPhase = .head) -> ConnectionState.Activity {
-        ConnectionState.Activity(elapsedInPhase: elapsed, sinceWriteProgress: 0, outputPending: false,
+        ConnectionState.Activity(elapsedInPhase: elapsed, sinceWriteProgress: 0, outputPending: false, outputBytes: 0,
                                  unansweredRequests: false, readPhase: phase, receivingHead: false,
                                  canStartRequest: true, streamQueuedBytes: 0)
     }
@@ -156,6 +156,26 @@ import Testing
         unread.unansweredRequests = true
         unread.sinceWriteProgress = 6 * Self.second
         #expect(state.expired(unread, now: 0, settings: settings) == .close(.clientClosed))
+    }
+
+    /// An unread answer larger than a stream may hold waits only as long as a stalled stream.
+    @Test func aLargeUnreadAnswerClosesAfterTheStallTimeout() {
+        var configuration = HTTPServer.Configuration()
+        configuration.idleTimeout = .seconds(60)
+        configuration.streamStallTimeout = .seconds(5)
+        configuration.streamBufferLimit = 100
+        let settings = LoopSettings(configuration)
+        let state = ConnectionState()
+        var unread = quiet(0)
+        unread.outputPending = true
+        unread.unansweredRequests = true
+        unread.outputBytes = 100
+        unread.sinceWriteProgress = 6 * Self.second
+        #expect(state.expired(unread, now: 0, settings: settings) == nil, "a small answer waits for the idle timeout")
+        unread.outputBytes = 101
+        #expect(state.expired(unread, now: 0, settings: settings) == .close(.clientClosed))
+        unread.sinceWriteProgress = 4 * Self.second
+        #expect(state.expired(unread, now: 0, settings: settings) == nil, "taken within the stall timeout")
     }
 
     @Test func lingeringEndsAfterTheLingerTimeoutFromItsStart() {
