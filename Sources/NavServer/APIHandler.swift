@@ -604,7 +604,13 @@ final class APIHandler: HTTPHandler {
     /// `If-Match: "5"` (also `W/"5"` or `5`); `*` matches any version. Anything else is 400; a
     /// version too large to be one this server ever issued simply does not match (412).
     static func ifMatch(_ request: HTTPRequest) throws(APIError) -> Int? {
-        guard let header = request.headers["If-Match"] else { return nil }
+        let fields = request.headers.values("If-Match")
+        guard let header = fields.first else { return nil }
+        // Several fields make a list (RFC 9110 5.3), which a version check has no use for,
+        // as on one line: refused, not decided by whichever came first.
+        guard fields.count == 1 else {
+            throw APIError(400, "bad_if_match", "If-Match must be * or a single version such as \"3\", not \(fields.count) fields")
+        }
         var tag = header.trimmingSpaces
         if tag == "*" { return nil }
         if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
@@ -622,7 +628,7 @@ final class APIHandler: HTTPHandler {
         if let text = request.queryValue("timeout") {
             let isDecimal = text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || ".eE+-".utf8.contains($0) }
             guard isDecimal, let seconds = Double(text), seconds > 0, seconds <= 60 else {
-                throw APIError(400, "bad_query", "timeout must be a number of seconds from 0 to 60, not \(text)")
+                throw APIError(400, "bad_query", "timeout must be a number of seconds over 0 and at most 60, not \(text)")
             }
             timeout = .milliseconds(Int(seconds * 1000))
         }

@@ -321,6 +321,12 @@ import TestSupport
         let garbage = try await client.request("POST", "/sessions/\(id)/actions", token: token,
                                          json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", "yesterday")])
         #expect(garbage.status == 400)
+        // Two fields are a list, whichever order they come in: refused, as on one line.
+        for pair in [("\"1\"", "\"9\""), ("\"9\"", "\"1\"")] {
+            let twice = try await client.request("POST", "/sessions/\(id)/actions", token: token,
+                                                 json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", pair.0), ("If-Match", pair.1)])
+            #expect(twice.status == 400 && twice.json["error"]?["code"] == "bad_if_match", "\(twice.text)")
+        }
         #expect(try await client.get("/sessions/\(id)", token: token).json["version"] == 1)
         // DELETE is conditional too: a stale version leaves the session, the current one ends it.
         let staleDelete = try await client.request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)"), ("If-Match", "\"0\"")])
