@@ -55,6 +55,8 @@ import TestSupport
         "GET noslash HTTP/1.1\r\n\r\n",
         "GET /%zz HTTP/1.1\r\n\r\n",
         "GET /%FF HTTP/1.1\r\n\r\n",
+        "GET /a#fragment HTTP/1.1\r\n\r\n",
+        "GET /a?b=c#d HTTP/1.1\r\n\r\n",
         "GET / HTTP/1.x\r\n\r\n",
         "GET / HTTP/1.1\r\nNo Colon\r\n\r\n",
         "GET / HTTP/1.1\r\nBad Name: v\r\n\r\n",
