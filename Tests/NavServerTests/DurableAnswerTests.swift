@@ -5,12 +5,16 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// A store whose completions can be held back and released from another thread.
+/// A store whose completions can be held back and released from another thread, and which
+/// can refuse deletions outright.
 final class GatedStore: SessionStorage {
     let inner: SQLiteSessionStore
     private let gate = Mutex<(closed: Bool, held: [@Sendable () -> Void])>((false, []))
     /// Held completions are then reported as failures (the store refused the write).
     let failHeld = Atomic<Bool>(false)
+    /// Deletions fail, and nothing of them is committed, while set; counted in `refusedDeletions`.
+    let refusesDeletions = Atomic<Bool>(false)
+    let refusedDeletions = Atomic<Int>(0)
 
     init(_ inner: SQLiteSessionStore) { self.inner = inner }
 
@@ -24,6 +28,10 @@ final class GatedStore: SessionStorage {
         // must not take a held request's place (a held probe made `heldCount` 2 in CI).
         if writes.allSatisfy({ if case .probe = $0 { true } else { false } }) {
             return inner.commit(writes, admissible: admissible, completion: completion)
+        }
+        if refusesDeletions.load(ordering: .relaxed), writes.contains(where: { if case .delete = $0 { true } else { false } }) {
+            refusedDeletions.add(1, ordering: .relaxed)
+            return DispatchQueue.global().async { completion(.failure(.unavailable("injected: deletion refused"))) }
         }
         inner.commit(writes, admissible: admissible) { [self] result in
             let failing = failHeld.load(ordering: .relaxed)
@@ -48,30 +56,6 @@ final class GatedStore: SessionStorage {
             return gate.held
         }
         Thread.detachNewThread { for run in held { run() } }
-    }
-}
-
-/// A store that refuses deletions (nothing of them is committed) while `refusing`.
-final class DeletionRefusingStore: SessionStorage {
-    let inner: SQLiteSessionStore
-    let refusing = Atomic<Bool>(false)
-    let refused = Atomic<Int>(0)
-
-    init(_ inner: SQLiteSessionStore) { self.inner = inner }
-
-    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(each) }
-    func close() { inner.close() }
-    func statistics() -> StorageStatistics { inner.statistics() }
-
-    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
-                completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
-        let deletes = writes.contains { if case .delete = $0 { true } else { false } }
-        if deletes && refusing.load(ordering: .relaxed) {
-            refused.add(1, ordering: .relaxed)
-            DispatchQueue.global().async { completion(.failure(.unavailable("injected: delete refused"))) }
-            return
-        }
-        inner.commit(writes, admissible: admissible, completion: completion)
     }
 }
 
@@ -221,13 +205,12 @@ final class DeletionRefusingStore: SessionStorage {
     /// The reaper's deletion fails: the session it closed takes changes again (found by an
     /// adversarial review; nothing tested it).
     @Test func aFailedExpiryOpensTheSessionAgain() async throws {
-        let (gated, directory) = try gatedStore()
+        let (store, directory) = try gatedStore()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = DeletionRefusingStore(gated.inner)
         let server = try await TestServer(storage: store) { $0.idleSessionTTL = .seconds(2) }
         let (id, token) = try await server.session("counter")
-        store.refusing.store(true, ordering: .relaxed)
-        #expect(await eventually(within: .seconds(10)) { store.refused.load(ordering: .relaxed) >= 1 }, "the reaper tried")
+        store.refusesDeletions.store(true, ordering: .relaxed)
+        #expect(await eventually(within: .seconds(10)) { store.refusedDeletions.load(ordering: .relaxed) >= 1 }, "the reaper tried")
         var statuses: [Int] = []
         for _ in 0..<40 {
             let answer = try await server.client().act(id, token: token, "incrementButtonTapped")

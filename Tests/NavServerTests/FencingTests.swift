@@ -390,33 +390,21 @@ struct FencingTests {
     }
 
     /// A holder that did not hear of a sweep (its listening connection was down) finds the
-    /// session gone at its next write: the request is answered 404 and the streams get `end`
-    /// with the reason the sweep announced, `expired`, not `deleted`.
-    @Test func aHolderThatMissedTheSweepEndsTheSessionAsExpiredAtItsNextWrite() async throws {
+    /// session gone at its next write, a change or a `DELETE`: the request is answered 404, as
+    /// every other node would answer for a session that expired, and the streams get `end` with
+    /// the reason the sweep announced, `expired`, not `deleted`.
+    @Test(arguments: ["POST", "DELETE"])
+    func aHolderThatMissedTheSweepEndsTheSessionAsExpiredAtItsNextWrite(method: String) async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
         // No TTL of its own: only another node's sweep ends the session.
         let holder = try await Self.node(url, deaf: true, idleSessionTTL: nil)
         let (id, token) = try await holder.session("counter")
         let stream = try await Self.openStream(on: holder, id, token: token)
         #expect(try await Self.sweepElsewhere(url) == [id])
-        let refused = try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
-        #expect(refused.status == 404, "\(refused.text)")
-        let closing = try await stream.readEventsUntilClosed()
-        #expect(closing.last?.name == "end")
-        #expect(closing.last?.data["reason"] == "expired")
-        await holder.stop()
-    }
-
-    /// The same holder gets a `DELETE` instead: its deletion finds the row gone, answers 404 as
-    /// every other node would for a session that expired, and its streams get `end` `expired`.
-    @Test func aDeleteOnAHolderThatMissedTheSweepIsNotFoundAndEndsAsExpired() async throws {
-        let url = try await offThePool { try PostgresServer.freshDatabase() }
-        let holder = try await Self.node(url, deaf: true, idleSessionTTL: nil)
-        let (id, token) = try await holder.session("counter")
-        let stream = try await Self.openStream(on: holder, id, token: token)
-        #expect(try await Self.sweepElsewhere(url) == [id])
-        let deleted = try await holder.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
-        #expect(deleted.status == 404, "\(deleted.text)")
+        let answer = method == "POST"
+            ? try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+            : try await holder.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        #expect(answer.status == 404, "\(answer.text)")
         let closing = try await stream.readEventsUntilClosed()
         #expect(closing.last?.name == "end")
         #expect(closing.last?.data["reason"] == "expired")
