@@ -20,7 +20,9 @@ enum RequestHeadParser {
             return .failure(.badRequest("Malformed request line."))
         }
         let targetBytes = UnsafeRawBufferPointer(rebasing: rest[0..<secondSpace])
-        guard targetBytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+        // Visible ASCII, and no `#`: a fragment never travels in a request (RFC 9112 3.2), so
+        // one is a malformed target, not part of an id.
+        guard targetBytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "#") }) else {
             return .failure(.badRequest("The request target holds invalid characters."))
         }
         let versionBytes = UnsafeRawBufferPointer(rebasing: rest[(secondSpace + 1)...])

@@ -3,9 +3,7 @@ enum RequestTarget {
     /// Where the path is in `target`, still encoded: after the scheme and authority of an
     /// absolute-form target, up to the query. Nil for a target of no form this server takes.
     static func pathRange(_ target: UnsafeRawBufferPointer) -> Range<Int>? {
-        // A fragment never travels in a request (RFC 9112 3.2): a `#` is a malformed target,
-        // not part of an id.
-        guard let first = target.first, !target.contains(UInt8(ascii: "#")) else { return nil }
+        guard let first = target.first else { return nil }
         if first == ASCII.asterisk { return target.count == 1 ? 0..<1 : nil }
         var pathStart = 0
         if first != ASCII.slash {

@@ -186,7 +186,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                         // No row: gone, which its holder must tell from a takeover, and its
                         // clients hear why.
                         guard let current = epochs[id] else {
-                            return try Self.expired(among: [id], in: connection).isEmpty ? .deleted : .expired
+                            return try Self.wasExpired(id, in: connection) ? .expired : .deleted
                         }
                         return current == epoch ? .written : .fenced
                     }
@@ -474,14 +474,11 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
     }
 
-    /// Which of `ids`, sessions without a row, a sweep deleted (and still remembers): their
-    /// holders end them as expired, the others as deleted, as the announcement would have said.
-    static func expired(among ids: [String], in connection: PostgresConnection) throws(PostgresConnection.Failure) -> Set<String> {
-        var expired: Set<String> = []
-        guard !ids.isEmpty else { return expired }
-        try connection.run("SELECT id FROM navd_expired WHERE id = ANY(string_to_array($1, ','))", [.text(ids.joined(separator: ","))]) { row in
-            expired.insert(row.text(0))
-        }
+    /// Whether session `id`, which has no row, was deleted by a sweep (still remembered): its
+    /// holder then ends it as expired, otherwise as deleted, as the announcement would have said.
+    private static func wasExpired(_ id: String, in connection: PostgresConnection) throws(PostgresConnection.Failure) -> Bool {
+        var expired = false
+        try connection.run("SELECT 1 FROM navd_expired WHERE id = $1", [.text(id)]) { _ in expired = true }
         return expired
     }
 

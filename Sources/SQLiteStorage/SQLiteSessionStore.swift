@@ -101,10 +101,13 @@ public final class SQLiteSessionStore: SessionStorage {
         counters.withLock { $0 = statistics }
     }
 
+    /// The mark that a process has the store open: cleared `closed`.
+    private static let openMark = "UPDATE clock SET closed = 0"
+
     /// Clears `closed`; false when the disk has no room for it.
     private static func markOpen(_ database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> Bool {
         do throws(SQLiteDatabase.Failure) {
-            try database.run("UPDATE clock SET closed = 0")
+            try database.run(openMark)
             return true
         } catch {
             guard error.isDiskProblem else { throw error }
@@ -278,7 +281,7 @@ public final class SQLiteSessionStore: SessionStorage {
             do throws(SQLiteDatabase.Failure) {
                 try current.database.run("BEGIN IMMEDIATE")
                 do throws(SQLiteDatabase.Failure) {
-                    if !current.markedOpen { try current.database.run("UPDATE clock SET closed = 0") }
+                    if !current.markedOpen { try current.database.run(Self.openMark) }
                     for request in requests {
                         for write in request { try apply(write, to: &current) }
                     }

@@ -24,12 +24,7 @@ struct FencingTests {
     static func node(_ url: String, deaf: Bool = false, gate: DispatchSemaphore? = nil, outage: StoreOutage? = nil,
                      hearsLate: Duration? = nil, maxSessions: Int? = nil, deletions: DeletionTiming? = nil,
                      idleSessionTTL: Duration? = .seconds(3600)) async throws -> TestServer {
-        var configuration = ServerConfiguration()
-        configuration.store = .postgres
-        configuration.databaseURL = url
-        // libpq's connect blocks: off the cooperative pool, which other tests' servers share.
-        let settings = configuration
-        let opened = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
+        let opened = try await openStore(url)
         let storage: any SharedSessionStorage = deaf || gate != nil || outage != nil || hearsLate != nil || deletions != nil
             ? Interfered(opened, deaf: deaf, gate: gate, outage: outage, hearsLate: hearsLate, deletions: deletions) : opened
         return try await TestServer(storage: storage) {
@@ -479,14 +474,20 @@ struct FencingTests {
         return (try? await condition()) == true
     }
 
-    /// Sweeps `url`'s sessions from a store of its own, as another node would, once every
-    /// session has gone unused for two minutes; what it expired.
-    static func sweepElsewhere(_ url: String) async throws -> [String] {
+    /// A store on `url`, opened as navd opens it.
+    static func openStore(_ url: String) async throws -> any SharedSessionStorage {
         var configuration = ServerConfiguration()
         configuration.store = .postgres
         configuration.databaseURL = url
+        // libpq's connect blocks: off the cooperative pool, which other tests' servers share.
         let settings = configuration
-        let sweeper = try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
+        return try #require(try await offThePool { try NavigationServer.openStorage(settings) } as? any SharedSessionStorage)
+    }
+
+    /// Sweeps `url`'s sessions from a store of its own, as another node would, once every
+    /// session has gone unused for two minutes; what it expired.
+    static func sweepElsewhere(_ url: String) async throws -> [String] {
+        let sweeper = try await openStore(url)
         defer { sweeper.close() }
         var swept: [String] = []
         // Nodes record their sessions' use now and then; sweep again if one just did.

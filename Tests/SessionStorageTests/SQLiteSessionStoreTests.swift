@@ -469,17 +469,11 @@ import TestSupport
 
     @Test(.enabled(if: geteuid() == 0, "mounting a small tmpfs needs root"))
     func aFullDiskFailsTheBatchAndTheStoreRecoversOnceThereIsRoom() throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        try run("/bin/mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", directory)
-        defer {
-            _ = try? run("/bin/umount", directory)
-            try? FileManager.default.removeItem(atPath: directory)
-        }
+        try mountSmallDisk()
+        defer { unmountSmallDisk() }
         let store = try open()
         try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
-        let filler = (directory as NSString).appendingPathComponent("filler")
-        // Fill what is left, so the next commit's log pages do not fit.
-        _ = try? run("/bin/dd", "if=/dev/zero", "of=\(filler)", "bs=64k", "count=100")
+        let filler = fillDisk()
         let big = "\"" + String(repeating: "y", count: 200_000) + "\""
         #expect(throws: StorageError.self) {
             try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...1, data: big))])
@@ -498,18 +492,13 @@ import TestSupport
     /// says a process has the store open then goes with the first commit that fits.
     @Test(.enabled(if: geteuid() == 0, "mounting a small tmpfs needs root"))
     func aFullDiskStillOpensAndMarksTheStoreOpenWithTheFirstCommitThatFits() throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        try run("/bin/mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", directory)
-        defer {
-            _ = try? run("/bin/umount", directory)
-            try? FileManager.default.removeItem(atPath: directory)
-        }
+        try mountSmallDisk()
+        defer { unmountSmallDisk() }
         var store = try open()
         try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
         try commit(store, [.idle(seconds: ["a": 1])])
         store.close()
-        let filler = (directory as NSString).appendingPathComponent("filler")
-        _ = try? run("/bin/dd", "if=/dev/zero", "of=\(filler)", "bs=64k", "count=100")
+        let filler = fillDisk()
         // Full to the last page, so the open could not have marked the store open itself.
         #expect(!FileManager.default.createFile(atPath: directory + "/probe", contents: Data(count: 4096)), "the disk still has room")
 
@@ -531,6 +520,25 @@ import TestSupport
     }
 
     // MARK: - Helpers
+
+    /// The store's directory on a tmpfs of 4 MiB, so a test can fill it.
+    func mountSmallDisk() throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try run("/bin/mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", directory)
+    }
+
+    func unmountSmallDisk() {
+        _ = try? run("/bin/umount", directory)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Fills what is left of the small disk, so the next commit's log pages do not fit; the
+    /// file to remove to make room again.
+    func fillDisk() -> String {
+        let filler = (directory as NSString).appendingPathComponent("filler")
+        _ = try? run("/bin/dd", "if=/dev/zero", "of=\(filler)", "bs=64k", "count=100")
+        return filler
+    }
 
     func commit(_ store: SQLiteSessionStore, _ writes: [StoreWrite]) throws {
         let outcome = Mutex<Result<Void, StorageError>?>(nil)
