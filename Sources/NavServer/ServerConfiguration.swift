@@ -104,6 +104,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--max-string-bytes", environment: "NAVD_MAX_STRING_BYTES", value: "BYTES", help: "UTF-8 bytes of any one string in state (default 65536)") { config, value throws(Invalid) in
             config.sessionLimits.maxStringBytes = try integer(value, "--max-string-bytes", in: 1...(1 << 30))
         },
+        Option(flag: "--max-state-bytes", environment: "NAVD_MAX_STATE_BYTES", value: "BYTES", help: "bytes of a session's state on screen, as JSON (default 4194304)") { config, value throws(Invalid) in
+            config.sessionLimits.maxStateBytes = try integer(value, "--max-state-bytes", in: 1024...(1 << 40))
+        },
         Option(flag: "--idle-session-ttl", environment: "NAVD_IDLE_SESSION_TTL", value: "SECONDS", help: "end sessions idle this long, 0 = never (default 3600)") { config, value throws(Invalid) in
             let seconds = try integer(value, "--idle-session-ttl", in: 0...31_536_000)
             config.idleSessionTTL = seconds == 0 ? nil : .seconds(seconds)

@@ -203,6 +203,68 @@ import Testing
         #expect(after.version == before.version && after.state == before.state && after.navigation == before.navigation)
     }
 
+    /// The state as a whole has a bound too, for what each dimension's bound lets through.
+    @Test func theWholeStateIsBoundedInBytes() async throws {
+        let catalog = FeatureSet.catalog(Harness.dependencies())
+        let limits = SessionLimits(maxStateBytes: 2000)
+        #expect {
+            try catalog.makeSession(feature: "gallery", state: json(#"{"text":"\#(String(repeating: "x", count: 2500))"}"#), limits: limits)
+        } throws: { error in
+            guard case NavigationError.tooLarge(let refusal) = error else { return false }
+            return refusal.description.contains("limit of 2000")
+        }
+        let session = try catalog.makeSession(feature: "gallery", state: json(#"{"text":""}"#), limits: limits)
+        let unbounded = try catalog.makeSession(feature: "gallery", state: json(#"{"text":""}"#))
+        let editor = try #require(await session.navigation()["presentations"]?[0]?["id"]?.stringValue)
+        var refusals = 0
+        for length in stride(from: 100, through: 3000, by: 100) {
+            let text = JSON.string(String(repeating: "x", count: length))
+            _ = try await unbounded.bind(target: editor, field: "text", value: text)
+            let before = await session.describe()
+            do {
+                _ = try await session.bind(target: editor, field: "text", value: text)
+                #expect(await session.stateBytes <= 2000)
+            } catch {
+                // Refused exactly when the state would have grown past the bound, and unchanged.
+                guard case .tooLarge = error else { throw error }
+                refusals += 1
+                #expect(await unbounded.stateBytes > 2000)
+                let after = await session.describe()
+                #expect(after.version == before.version && after.state == before.state)
+            }
+        }
+        #expect(refusals > 0 && refusals < 30)
+        // Shrinking is always allowed.
+        #expect(try await session.bind(target: editor, field: "text", value: .string("")).events.count == 1)
+    }
+
+    /// New features count with their own state, whether a value or the feature's code adds them.
+    @Test func featuresAddedPastTheByteBoundAreRefused() async throws {
+        let catalog = FeatureSet.catalog(Harness.dependencies())
+        let session = try catalog.makeSession(feature: "app", state: json("{}"), limits: SessionLimits(maxStateBytes: 1024))
+        var refused = false
+        for _ in 0..<100 where !refused {
+            let before = await session.describe()
+            do {
+                _ = try await session.perform(target: "root", action: "counterButtonTapped", arguments: nil)
+                #expect(await session.stateBytes <= 1024)
+            } catch {
+                guard case .tooLarge = error else { throw error }
+                refused = true
+                let after = await session.describe()
+                #expect(after.version == before.version && after.navigation == before.navigation)
+                // The counter it would have pushed is what crosses the bound.
+                let grown = try catalog.makeSession(feature: "app", state: before.state)
+                _ = try await grown.perform(target: "root", action: "counterButtonTapped", arguments: nil)
+                #expect(await grown.stateBytes > 1024)
+            }
+        }
+        #expect(refused)
+        await #expect(throws: NavigationError.self) { try await session.push(from: "root", value: json(#"{"counter":{}}"#)) }
+        let stack = try #require(await session.navigation()["stacks"]?[0]?["id"]?.stringValue)
+        #expect(try await session.pop(stack: stack, .count(1)).events.count == 1)
+    }
+
     @Test func bindingsAndArgumentsAreMeasuredToo() async throws {
         let session = try session("gallery", #"{"text":""}"#)
         let editor = try #require(await session.navigation()["presentations"]?[0]?["id"]?.stringValue)

@@ -87,6 +87,29 @@ import TestSupport
         await server.stop()
     }
 
+    /// `--max-state-bytes` bounds a session as a whole: its creation and a binding past it are
+    /// refused with 422 and change nothing.
+    @Test func aSessionsStateIsBoundedInBytes() async throws {
+        #expect(try ServerConfiguration.parse(arguments: ["--max-state-bytes", "5000"], environment: [:]).sessionLimits.maxStateBytes == 5000)
+        #expect(try ServerConfiguration.parse(arguments: [], environment: ["NAVD_MAX_STATE_BYTES": "6000"]).sessionLimits.maxStateBytes == 6000)
+        #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).sessionLimits.maxStateBytes == 4 << 20)
+        #expect(throws: ServerConfiguration.Invalid.self) { try ServerConfiguration.parse(arguments: ["--max-state-bytes", "10"], environment: [:]) }
+        let server = try await TestServer { $0.sessionLimits.maxStateBytes = 4096 }
+        let client = try server.client()
+        let big = String(repeating: "b", count: 5000)
+        let refused = try await client.request("POST", "/sessions", json: #"{"feature":"gallery","state":{"text":"\#(big)"}}"#)
+        #expect(refused.status == 422 && refused.json["error"]?["code"] == "state_too_large", "\(refused.text)")
+        let (id, token) = try await server.session("gallery", state: #"{"text":"small"}"#)
+        let editor = try #require(try await client.get("/sessions/\(id)/navigation", token: token).json["presentations"]?[0]?["id"]?.stringValue)
+        let grown = try await client.request("PUT", "/sessions/\(id)/features/\(editor)/bindings/text", token: token, json: #""\#(big)""#)
+        #expect(grown.status == 422 && grown.json["error"]?["code"] == "state_too_large", "\(grown.text)")
+        let session = try await client.get("/sessions/\(id)", token: token).json
+        #expect(session["state"]?["text"] == "small" && session["version"] == 0)
+        let fits = try await client.request("PUT", "/sessions/\(id)/features/\(editor)/bindings/text", token: token, json: #""fits""#)
+        #expect(fits.status == 200)
+        await server.stop()
+    }
+
     @Test func popWithoutABodyPopsOneAndTooManyIsInvalid() async throws {
         let server = try await TestServer()
         let (id, token) = try await server.session("app", state: #"{"path":[{"counter":{}},{"settings":{}}]}"#)

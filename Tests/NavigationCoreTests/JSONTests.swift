@@ -11,6 +11,17 @@ import Testing
         #expect(try JSONParser.parse(value.text) == value)
     }
 
+    /// A state's bound is kept in these sizes, so they must be what the writer writes.
+    @Test(arguments: [
+        #"{"a":1,"b":[true,false,null],"c":"x\"y\\z\n\t\r\u0001\u001f","d":-2.5,"e":{},"f":[]}"#,
+        #"[]"#, #"{}"#, #"[[],{},[1]]"#, #""é ☃ 𝄞""#, #"0"#, #"-0"#, #"-0.5"#, #"1e3"#, #"1e300"#, #"123456789012"#,
+        #"-9223372036854775808"#, #"9223372036854775807"#, #"0.1"#, #"{"":""}"#,
+    ])
+    func sizesAreWhatTheWriterWrites(_ text: String) throws {
+        let value = try JSONParser.parse(text)
+        #expect(JSONWriter.size(value) == value.bytes.count, "\(value.text)")
+    }
+
     /// Requests nest at most 256 deep; what navd stored itself is read back to 1,000, since a
     /// derived document (a tree, an event) nests deeper than the request that built it.
     @Test func storedDocumentsAreReadDeeperThanRequests() throws {

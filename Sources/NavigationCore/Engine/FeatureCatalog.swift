@@ -62,7 +62,7 @@ public struct FeatureCatalog: Sendable {
         } catch {
             throw .invalidState(error)
         }
-        return NavigationSession(feature: feature, root: root, limits: limits, executor: executor, rebuild: rebuilder(host))
+        return try NavigationSession(feature: feature, root: root, limits: limits, executor: executor, rebuild: rebuilder(host))
     }
 
     /// A session brought back from its journal, with the same tree, ids, counters and kept events:

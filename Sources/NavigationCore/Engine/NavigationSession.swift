@@ -28,6 +28,8 @@ public actor NavigationSession {
     private var nextEffectID = 0
     /// The bounds every request is checked against.
     public nonisolated let limits: SessionLimits
+    /// What the session weighs against `limits.maxStateBytes`.
+    var stateBytes: Int { reconciler.stateBytes }
     private var durability: Durability?
     /// Failed writes so far: an outcome made before one was undone by it.
     private var rollbacks = 0
@@ -45,14 +47,19 @@ public actor NavigationSession {
     private let rebuild: @Sendable (JSON) throws(StateError) -> any AnyLiveFeature
 
     init(feature: String, root: sending any AnyLiveFeature, limits: SessionLimits, executor: any SessionExecutor,
-         rebuild: @escaping @Sendable (JSON) throws(StateError) -> any AnyLiveFeature) {
+         rebuild: @escaping @Sendable (JSON) throws(StateError) -> any AnyLiveFeature) throws(NavigationError) {
         self.feature = feature
         self.executor = executor
         self.limits = limits
         self.rebuild = rebuild
         let tracker = ChangeTracker()
         self.tracker = tracker
-        self.reconciler = Reconciler(root: root, tracker: tracker)
+        let reconciler = Reconciler(root: root, tracker: tracker)
+        guard reconciler.stateBytes <= limits.maxStateBytes else {
+            throw .tooLarge(StateError(JSONPath("state"),
+                                       "the session's state would take \(reconciler.stateBytes) bytes, more than this server's limit of \(limits.maxStateBytes)"))
+        }
+        self.reconciler = reconciler
         self.log = EventLog(capacity: limits.eventBufferCount, byteLimit: limits.eventBufferBytes)
         tracker.onFlushNeeded { [weak self] in self?.afterThisTurn { $0.flush() } }
     }
@@ -220,16 +227,16 @@ public actor NavigationSession {
 
     /// A user action on the feature instance `target`, with its arguments checked against the declaration.
     public func perform(target: String, action: String, arguments: JSON?, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
-        if let arguments { try measure(arguments, at: JSONPath("args")) }
-        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        let carried = try arguments.map { arguments throws(NavigationError) in try measure(arguments, at: JSONPath("args")) } ?? 0
+        return try transaction(ifMatch: ifMatch, carrying: carried) { reconciler throws(NavigationError) in
             try feature(target, in: reconciler).perform(action, arguments: arguments)
         }
     }
 
     /// A binding write: sets a bindable field of `target` as the user typed it.
     public func bind(target: String, field: String, value: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
-        try measure(value, at: JSONPath("body"))
-        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        let carried = try measure(value, at: JSONPath("body"))
+        return try transaction(ifMatch: ifMatch, carrying: carried) { reconciler throws(NavigationError) in
             try feature(target, in: reconciler).bind(field, to: value)
             return nil
         }
@@ -292,8 +299,8 @@ public actor NavigationSession {
 
     /// Pushes onto the nearest stack enclosing `target` (its own first) that accepts the value.
     public func push(from target: String, value: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
-        try measure(value, at: JSONPath("value"))
-        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        let carried = try measure(value, at: JSONPath("value"))
+        return try transaction(ifMatch: ifMatch, carrying: carried) { reconciler throws(NavigationError) in
             guard let start = reconciler.node(target) else { throw .notOnScreen(kind: "feature", id: target) }
             var candidate: Node? = start
             while let node = candidate {
@@ -334,8 +341,8 @@ public actor NavigationSession {
     /// A deep link into the running session: replaces the root's state; only the difference is
     /// emitted (rule 7). Models already on screen are updated in place.
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
-        try measure(state, at: JSONPath("state"))
-        return try transaction(ifMatch: ifMatch) { reconciler throws(NavigationError) in
+        let carried = try measure(state, at: JSONPath("state"))
+        return try transaction(ifMatch: ifMatch, carrying: carried) { reconciler throws(NavigationError) in
             let root = reconciler.root.feature
             do throws(StateError) {
                 try root.validateState(state)
@@ -610,16 +617,19 @@ public actor NavigationSession {
     }
 
     /// A value a client sent, refused before anything changes when it exceeds the limits.
-    private func measure(_ value: JSON, at path: JSONPath) throws(NavigationError) {
+    /// Returns its size, which the transaction bringing it counts toward the state's bound.
+    private func measure(_ value: JSON, at path: JSONPath) throws(NavigationError) -> Int {
         do throws(StateError) {
             try limits.check(value, at: path)
         } catch {
             throw .tooLarge(error)
         }
+        return JSONWriter.size(value)
     }
 
     private func transaction(
         ifMatch: Int?,
+        carrying carriedBytes: Int = 0,
         _ body: (Reconciler) throws(NavigationError) -> Effect?
     ) throws(NavigationError) -> Outcome {
         guard endEvent == nil else { throw .sessionEnded }
@@ -630,12 +640,12 @@ public actor NavigationSession {
         // Near a limit, keep the state as it was, so a transaction that would cross it can be
         // undone. Far from every limit no transaction of the hosted features can cross one, and
         // this costs nothing.
-        let undo = isNearLimits ? reconciler.root.feature.encodeState() : nil
+        let undo = isNearLimits(carrying: carriedBytes) ? reconciler.root.feature.encodeState() : nil
         tracker.setInTransaction(true)
         let effect: Effect?
         do throws(NavigationError) {
             effect = try body(reconciler)
-            if let undo, let violation = reconciler.prospectiveViolation(of: limits) {
+            if let undo, let violation = reconciler.prospectiveViolation(of: limits, carriedBytes: carriedBytes) {
                 try? reconciler.root.feature.replaceState(with: undo)
                 throw NavigationError.tooLarge(StateError(JSONPath("state"), violation))
             }
@@ -651,9 +661,12 @@ public actor NavigationSession {
                        rollbacks: rollbacks)
     }
 
-    private var isNearLimits: Bool {
+    /// A transaction of the hosted features grows a stack or the tree by a feature or a few, and
+    /// a state by what the request carries, perhaps twice over (a value kept and shown): under
+    /// half of every bound, none can cross one.
+    private func isNearLimits(carrying carriedBytes: Int) -> Bool {
         reconciler.nodeCount * 2 >= limits.maxNodes || reconciler.longestStack * 2 >= limits.maxPathLength
-            || reconciler.deepest + 1 >= limits.maxDepth
+            || reconciler.deepest + 1 >= limits.maxDepth || (reconciler.stateBytes + carriedBytes) * 2 >= limits.maxStateBytes
     }
 
     /// Starts an effect right here, so its synchronous part belongs to this transaction.

@@ -17,7 +17,11 @@ final class Node {
     private(set) weak var parent: Node?
     let depth: Int
     let placement: Placement
-    var state = JSONObject()
+    var state = JSONObject() {
+        didSet { stateBytes = JSONWriter.size(state) }
+    }
+    /// `state`'s size as compact JSON, kept so the session's total is a sum, not a walk.
+    private(set) var stateBytes = 2
     var presentations: [Node] = []
     var stacks: [StackNode] = []
     var isAttached = true

@@ -87,6 +87,10 @@ final class Reconciler {
     /// Feature instances on screen.
     var nodeCount: Int { nodesByID.count }
 
+    /// The bytes of every `state` on screen as compact JSON: the session's size as its clients
+    /// hold it, kept up to date with each node that changes.
+    private(set) var stateBytes = 0
+
     /// How many features are on screen at each depth (the root alone at 0).
     private var countByDepth: [Int] = []
 
@@ -99,7 +103,8 @@ final class Reconciler {
     /// Measures what the next `reconcile` would put on screen, without changing anything, so a
     /// transaction that would grow the tree past `limits` can be refused before it is committed.
     /// New presentations and elements count one node each; their own children are not derived.
-    func prospectiveViolation(of limits: SessionLimits) -> String? {
+    /// `carriedBytes` is the size of what the request brought (arguments, a value, a state).
+    func prospectiveViolation(of limits: SessionLimits, carriedBytes: Int) -> String? {
         var added = 0
         var seen = Set<Int>()
         for serial in tracker.peek() where seen.insert(serial).inserted {
@@ -120,7 +125,26 @@ final class Reconciler {
         guard nodesByID.count + added <= limits.maxNodes else {
             return "the session would show more than this server's limit of \(limits.maxNodes) features"
         }
+        if (stateBytes + carriedBytes) * 2 >= limits.maxStateBytes {
+            let bytes = prospectiveStateBytes(of: root.feature)
+            if bytes > limits.maxStateBytes && bytes > stateBytes {
+                return "the session's state would take \(bytes) bytes, more than this server's limit of \(limits.maxStateBytes)"
+            }
+        }
         return nil
+    }
+
+    /// What `stateBytes` would be after the next `reconcile`: the whole tree derived afresh, new
+    /// features included, so a change that grows some state and removes other state is judged
+    /// by what remains. Costs a walk of the tree, so it is only taken near the bound.
+    private func prospectiveStateBytes(of feature: any AnyLiveFeature) -> Int {
+        guard let derivation = feature.derive() else { return 0 }
+        var bytes = JSONWriter.size(derivation.state)
+        for (_, child) in derivation.presentations { bytes += prospectiveStateBytes(of: child.makeFeature()) }
+        for contents in derivation.stacks {
+            for index in 0..<contents.count { bytes += prospectiveStateBytes(of: contents.makeFeature(index)) }
+        }
+        return bytes
     }
 
     /// Marks a subtree the client is about to remove, so its events carry `origin: client`.
@@ -149,6 +173,7 @@ final class Reconciler {
     private func build(_ node: Node, restoring stored: JSON?) {
         guard let derivation = observe(node) else { return }
         node.state = derivation.state
+        stateBytes += node.stateBytes
         let storedStacks = stored?["stacks"]?.arrayValue ?? []
         node.stacks = derivation.stacks.indices.map { index in
             let name = node.feature.stackName(index)
@@ -252,7 +277,9 @@ final class Reconciler {
             changed.append(pair.key, pair.value)
         }
         if !changed.isEmpty {
+            stateBytes -= node.stateBytes
             node.state = derivation.state
+            stateBytes += node.stateBytes
             var data = JSONObject()
             data.reserveCapacity(2)
             data.append("feature", .string(node.id))
@@ -347,6 +374,7 @@ final class Reconciler {
 
     private func detach(_ node: Node) {
         countByDepth[node.depth] -= 1
+        stateBytes -= node.stateBytes
         node.isAttached = false
         nodesBySerial[node.serial] = nil
         nodesByID[node.id] = nil

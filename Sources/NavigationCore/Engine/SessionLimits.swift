@@ -24,6 +24,12 @@ public struct SessionLimits: Sendable, Equatable {
     /// must bound it itself (it can pass this limit unrefused, and thousands of levels exhaust a
     /// thread's stack in the models' own recursion).
     public var maxDepth: Int
+    /// Bytes of every feature's `state` on screen together, as compact JSON: the bound on what a
+    /// session holds, which the others only bound one dimension at a time (a session filling
+    /// them all would hold gigabytes). Checked when a session is made and before a transaction
+    /// near it commits; a transaction that leaves a session over it, as one made under a larger
+    /// bound may be, is refused only if it grows the state.
+    public var maxStateBytes: Int
 
     /// Limits with navd's defaults unless given.
     public init(
@@ -32,7 +38,8 @@ public struct SessionLimits: Sendable, Equatable {
         maxPathLength: Int = 1000,
         maxNodes: Int = 10_000,
         maxStringBytes: Int = 64 << 10,
-        maxDepth: Int = 64
+        maxDepth: Int = 64,
+        maxStateBytes: Int = 4 << 20
     ) {
         self.eventBufferCount = eventBufferCount
         self.eventBufferBytes = eventBufferBytes
@@ -40,6 +47,7 @@ public struct SessionLimits: Sendable, Equatable {
         self.maxNodes = maxNodes
         self.maxStringBytes = maxStringBytes
         self.maxDepth = maxDepth
+        self.maxStateBytes = maxStateBytes
     }
 
     /// Measures a value a client sent as state, an argument or a binding, before it is used.

@@ -13,6 +13,48 @@ public enum JSONWriter {
         String(decoding: bytes(value), as: UTF8.self)
     }
 
+    /// How many bytes `bytes(value)` would hold, without writing them: what a session's state
+    /// is measured in against its bound, on every change, so it must not allocate.
+    public static func size(_ value: JSON) -> Int {
+        switch value {
+        case .null: 4
+        case .bool(let flag): flag ? 4 : 5
+        case .int(let number): intSize(number)
+        case .double(let number):
+            if !number.isFinite { 4 } else if number.rounded() == number, abs(number) < 1e15 { intSize(Int(number)) + 2 } else { number.description.utf8.count }
+        case .string(let text): stringSize(text)
+        case .array(let elements): elements.reduce(max(2, elements.count + 1)) { $0 + size($1) }
+        case .object(let object): size(object)
+        }
+    }
+
+    /// How many bytes `object` takes as compact JSON.
+    public static func size(_ object: JSONObject) -> Int {
+        object.pairs.reduce(max(2, 2 * object.count + 1)) { $0 + stringSize($1.key) + size($1.value) }
+    }
+
+    private static func intSize(_ number: Int) -> Int {
+        var magnitude = number.magnitude
+        var digits = 1
+        while magnitude >= 10 {
+            magnitude /= 10
+            digits += 1
+        }
+        return number < 0 ? digits + 1 : digits
+    }
+
+    private static func stringSize(_ text: String) -> Int {
+        var count = 2
+        for byte in text.utf8 {
+            switch byte {
+            case 0x0A, 0x0D, 0x09, UInt8(ascii: "\""), UInt8(ascii: "\\"): count += 2
+            case ..<0x20: count += 6
+            default: count += 1
+            }
+        }
+        return count
+    }
+
     /// Appends `value` to `out`, for writers that assemble a larger answer.
     public static func write(_ value: JSON, into out: inout [UInt8]) {
         switch value {
