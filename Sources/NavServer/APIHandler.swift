@@ -227,6 +227,11 @@ final class APIHandler: HTTPHandler {
             }
         case .failed:
             hosted.markEnding(false)
+            // A deletion announced meanwhile was left to this one, which failed: it ends it now.
+            if !hosted.isEnding, let ended = hosted.endedElsewhere, store.remove(identical: hosted) {
+                await hosted.navigation.end(ended)
+                memory.sessionEnded()
+            }
         case .lost:
             hosted.markEnding(false)
             if !hosted.isEnding { release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1) }
@@ -261,10 +266,10 @@ final class APIHandler: HTTPHandler {
         guard let hosted = store.remove(id, olderThan: epoch) else {
             // A deletion this node has under way ends the session itself, with `end`: the
             // rollback of a write refused for the same deletion must not close the streams first.
-            if SessionEpoch.isGone(epoch), let held = store.session(id), held.isEnding { held.markLetGo(deleted: true) }
+            if SessionEpoch.isGone(epoch), let held = store.session(id), held.isEnding { held.markLetGo(epoch: epoch) }
             return
         }
-        hosted.markLetGo(deleted: SessionEpoch.isGone(epoch))
+        hosted.markLetGo(epoch: epoch)
         memory.sessionEnded()
         if SessionEpoch.isGone(epoch) {
             Task { await hosted.navigation.end(epoch == SessionEpoch.expired ? .expired : .deleted) }

@@ -46,7 +46,7 @@ final class HostedSession: Sendable {
     /// Around a deletion's commit: `true` before, `false` after one that did not delete it.
     func markEnding(_ ending: Bool) { endings.add(ending ? 1 : -1, ordering: .acquiringAndReleasing) }
 
-    /// Why this node let the session go, if it did: 1 taken over, 2 deleted.
+    /// Why this node let the session go, if it did: 1 taken over, 2 deleted, 3 expired.
     private let letGo = Atomic<Int>(0)
     /// Whether this node let the session go (another node took it over, or it was deleted
     /// there): its streams are closed, or ended, by that, not by a rollback of a write the
@@ -55,7 +55,23 @@ final class HostedSession: Sendable {
     /// Whether it was let go because another node took it over: a stream that attaches to
     /// this copy afterwards must close at once, so its client reconnects to the new owner.
     var wasTakenOver: Bool { letGo.load(ordering: .acquiring) == 1 }
-    func markLetGo(deleted: Bool) { letGo.store(deleted ? 2 : 1, ordering: .releasing) }
+    /// Why it ended elsewhere, if another node or a sweep deleted it.
+    var endedElsewhere: NavigationSession.EndReason? {
+        switch letGo.load(ordering: .acquiring) {
+        case 2: .deleted
+        case 3: .expired
+        default: nil
+        }
+    }
+    /// Let go for the announcement of `epoch`: a takeover's, or `SessionEpoch.deleted` or `.expired`.
+    func markLetGo(epoch: Int) {
+        let reason = switch epoch {
+        case SessionEpoch.deleted: 2
+        case SessionEpoch.expired: 3
+        default: 1
+        }
+        letGo.store(reason, ordering: .releasing)
+    }
 
     /// In the store: a session missing from it now was deleted, not still being created.
     var isStored: Bool { stored.load(ordering: .acquiring) }

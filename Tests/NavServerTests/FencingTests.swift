@@ -353,6 +353,35 @@ struct FencingTests {
         await b.stop()
     }
 
+    /// Another node deletes the session while the holder's own `DELETE` is on its way, which
+    /// leaves the end to it; that deletion fails (the database stops answering): the session is
+    /// gone all the same, so the holder ends it, with `end`, rather than keep it open until the
+    /// next write finds the row gone.
+    @Test func aDeletionAnnouncedDuringTheHoldersFailingDeleteStillEndsTheSession() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let timing = DeletionTiming(holdsFirst: true)
+        let outage = StoreOutage()
+        let holder = try await Self.node(url, outage: outage, deletions: timing)
+        let other = try await Self.node(url)
+        let (id, token) = try await holder.session("counter")
+        let auth = [("Authorization", "Bearer \(token)")]
+        let stream = try await Self.openStream(on: holder, id, token: token)
+        let deleting = Task { try await holder.client().request("DELETE", "/sessions/\(id)", headers: auth) }
+        #expect(await Self.eventually { timing.isHolding })
+        #expect(try await other.client().request("DELETE", "/sessions/\(id)", headers: auth).status == 204)
+        try await Task.sleep(for: .milliseconds(500))   // the holder hears of it, and leaves it to its own DELETE
+        outage.failing.store(true, ordering: .relaxed)
+        timing.release()
+        #expect(try await deleting.value.status == 503)
+        outage.failing.store(false, ordering: .relaxed)
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end" && closing.last?.data["reason"] == "deleted", "\(closing.map(\.name))")
+        #expect(try await holder.client().request("GET", "/metrics").text.contains("navd_sessions_open 0\n"))
+        #expect(try await holder.client().get("/sessions/\(id)", token: token).status == 404)
+        await holder.stop()
+        await other.stop()
+    }
+
     /// A full node takes no session over, but deleting one frees room and needs none.
     @Test func aFullNodeStillDeletesASessionItDoesNotHold() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
@@ -569,7 +598,11 @@ private final class Interfered: SharedSessionStorage {
         if outage?.failing.load(ordering: .relaxed) == true { return completion(.failure(.unavailable("PostgreSQL: no answer"))) }
         guard let deletions else { return store.commit(writes, admissible: admissible, completion: completion) }
         let deletes = writes.contains { if case .delete = $0 { true } else { false } }
-        if deletes, deletions.hold({ [store] in store.commit(writes, admissible: admissible, completion: completion) }) { return }
+        if deletes, deletions.hold({ [store, outage] in
+            // Released into an outage, it fails as any commit then does.
+            if outage?.failing.load(ordering: .relaxed) == true { return completion(.failure(.unavailable("PostgreSQL: no answer"))) }
+            store.commit(writes, admissible: admissible, completion: completion)
+        }) { return }
         guard deletions.pairs else { return store.commit(writes, admissible: admissible, completion: completion) }
         let transacts = writes.contains { if case .transaction = $0 { true } else { false } }
         store.commit(writes, admissible: admissible) { result in
