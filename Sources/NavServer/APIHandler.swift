@@ -211,7 +211,7 @@ final class APIHandler: HTTPHandler {
     /// retried `DELETE`, routers that disagree), so it ends here all the same, for that reason.
     func end(_ hosted: HostedSession, _ reason: NavigationSession.EndReason) async -> SessionPersistence.Committed {
         hosted.markEnding(true)
-        let committed = await persistence.commit([.delete(id: hosted.id)], of: hosted)
+        let committed = await persistence.commit([.delete(id: hosted.id, expired: reason == .expired)], of: hosted)
         switch committed {
         case .durable, .deleted, .expired:
             let ending: NavigationSession.EndReason = switch committed {

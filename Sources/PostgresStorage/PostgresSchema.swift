@@ -13,7 +13,7 @@ enum PostgresSchema {
     /// 2: sessions carry their owner's fencing epoch.
     /// 3: and when a node last used them (the database's clock, in seconds since 1970), so
     /// sessions no node holds can expire; older rows count as used at the migration.
-    /// 4: the ids of sessions a sweep expired, kept for a day (`navd_expired`).
+    /// 4: the ids of sessions a sweep or their holder expired, kept for a day (`navd_expired`).
     static let version = 4
 
     /// The channel on which a claim (or a deletion) announces `"<id> <epoch>"` to every node.

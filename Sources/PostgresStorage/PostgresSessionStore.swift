@@ -261,18 +261,23 @@ public final class PostgresSessionStore: SharedSessionStorage {
             try connection.run("""
                 INSERT INTO navd_probes (id, written) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET written = excluded.written
                 """)
-        case .delete(let id):
-            try deleteLocked(id, in: connection)
+        case .delete(let id, let expired):
+            try deleteLocked(id, expired: expired, in: connection)
         }
     }
 
     /// Deletes session `id` with everything kept of it, and tells any node still holding it to
-    /// end it.
-    private func deleteLocked(_ id: String, in connection: PostgresConnection) throws(PostgresConnection.Failure) {
+    /// end it; one that `expired` is remembered as a sweep's are, for a holder that hears late.
+    private func deleteLocked(_ id: String, expired: Bool = false, in connection: PostgresConnection) throws(PostgresConnection.Failure) {
         try connection.run("DELETE FROM navd_sessions WHERE id = $1", [.text(id)])
         try connection.run("DELETE FROM navd_transactions WHERE session = $1", [.text(id)])
         try connection.run("DELETE FROM navd_events WHERE session = $1", [.text(id)])
-        try announce(id, epoch: SessionEpoch.deleted, in: connection)
+        if expired {
+            try connection.run("""
+                INSERT INTO navd_expired (id, at) VALUES ($1, \(PostgresSchema.now)) ON CONFLICT (id) DO UPDATE SET at = excluded.at
+                """, [.text(id)])
+        }
+        try announce(id, epoch: expired ? SessionEpoch.expired : SessionEpoch.deleted, in: connection)
     }
 
     /// Keeps the events the session's buffer would keep: the newest, by count and by bytes.

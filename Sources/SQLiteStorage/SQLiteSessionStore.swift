@@ -347,7 +347,7 @@ public final class SQLiteSessionStore: SessionStorage {
                 try database.run("UPDATE uses SET at = ? WHERE session = ?", [.real(now - idle), .text(id)])
             }
             try database.run("UPDATE clock SET seconds = ?, closed = 1", [.real(now)])
-        case .delete(let id):
+        case .delete(let id, _):
             try database.run("DELETE FROM sessions WHERE id = ?", [.text(id)])
             try database.run("DELETE FROM uses WHERE session = ?", [.text(id)])
             try deleteRows(open.journal.remove(id), of: id, from: database)

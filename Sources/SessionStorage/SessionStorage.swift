@@ -147,8 +147,10 @@ public enum StoreWrite: Sendable {
     case transaction(id: String, SessionTransaction)
     /// A fresh snapshot; transactions up to `snapshot.lastSequence` may be dropped.
     case snapshot(id: String, SessionSnapshot)
-    /// The session ended: everything about it leaves the store.
-    case delete(id: String)
+    /// The session ended: everything about it leaves the store. `expired`: it ended for being
+    /// idle, which a store several nodes share remembers, so that a node still holding it ends it
+    /// as expired too, as after a sweep.
+    case delete(id: String, expired: Bool = false)
     /// For how many seconds each session (by id) has had no request and no open stream: written
     /// once, as the server stops, so the next start finds each as idle as it was, not fresh.
     /// The store counts idle time by a clock of its own that runs only while a process has it

@@ -382,6 +382,25 @@ struct FencingTests {
         await other.stop()
     }
 
+    /// A session its holder expired ends as expired on a node that still thinks it holds it
+    /// (it missed the takeover), as after a sweep: the holder's expiry is remembered too.
+    @Test func aSessionItsHolderExpiredEndsAsExpiredOnANodeThatMissedTheTakeover() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let stale = try await Self.node(url, deaf: true)
+        let holder = try await Self.node(url, idleSessionTTL: .seconds(1))
+        let (id, token) = try await stale.session("counter")
+        let stream = try await Self.openStream(on: stale, id, token: token)
+        #expect(try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment).status == 200)
+        #expect(await Self.eventually(within: .seconds(10)) { try await Self.query(url, "SELECT count(*) FROM navd_sessions") == ["0"] })
+        #expect(try await Self.query(url, "SELECT id FROM navd_expired") == [id])
+        let refused = try await stale.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(refused.status == 404, "\(refused.text)")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(closing.last?.name == "end" && closing.last?.data["reason"] == "expired", "\(closing.map(\.name))")
+        await stale.stop()
+        await holder.stop()
+    }
+
     /// A full node takes no session over, but deleting one frees room and needs none.
     @Test func aFullNodeStillDeletesASessionItDoesNotHold() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
