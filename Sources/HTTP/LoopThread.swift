@@ -4,11 +4,12 @@ import Glibc
 import Darwin
 #endif
 
-/// A joinable POSIX thread running one closure; the loops need nothing from Foundation.
-struct LoopThread: Sendable {
+/// A joinable POSIX thread running one closure, for work that must not wait for a pool's thread
+/// (an event loop, the reading of the store at start); the loops need nothing from Foundation.
+public struct LoopThread: Sendable {
     private let handle: pthread_t
 
-    static func start(_ body: @escaping @Sendable () -> Void) throws(HTTPServerError) -> LoopThread {
+    public static func start(_ body: @escaping @Sendable () -> Void) throws(HTTPServerError) -> LoopThread {
         let context = Unmanaged.passRetained(LoopThreadBody(body)).toOpaque()
         // pthread_t is an integer on glibc and a non-null pointer on Darwin.
         #if os(Linux)
@@ -29,7 +30,7 @@ struct LoopThread: Sendable {
         #endif
     }
 
-    func join() {
+    public func join() {
         pthread_join(handle, nil)
     }
 }

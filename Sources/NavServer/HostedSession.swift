@@ -182,6 +182,17 @@ final class SessionStore: Sendable {
         }
     }
 
+    /// Sessions recovered at start, in one piece: room for all of them is made once.
+    func insert(recovered: [HostedSession]) {
+        sessions.withLock { sessions in
+            sessions.reserveCapacity(sessions.count + recovered.count)
+            for session in recovered {
+                if let limit, sessions.count >= limit { return }
+                sessions[session.id] = session
+            }
+        }
+    }
+
     func hasRoom() -> Bool {
         guard let limit else { return true }
         return count < limit

@@ -116,9 +116,7 @@ public final class NavigationServer: Sendable {
         ) { id, reason in
             handler.log.note(.warn, "session_unreadable", [("session", .string(id)), ("reason", .string(reason))])
         }
-        for hosted in sessions {
-            _ = handler.store.insert(hosted)
-        }
+        handler.store.insert(recovered: sessions)
         // Streams attach as soon as listening starts; the sessions must publish by then. Each
         // executor's sessions are wired in one piece of work on it, all executors at once: a
         // hop per session would cost more than the wiring.

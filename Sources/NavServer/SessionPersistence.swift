@@ -1,4 +1,5 @@
 import Dispatch
+import HTTP
 import NavigationCore
 import SessionStorage
 import Synchronization
@@ -229,15 +230,37 @@ final class SessionPersistence: Sendable {
     ///
     /// Rebuilding a session (decoding its state, deriving its tree) is most of a restart's time,
     /// and sessions do not depend on each other: they are rebuilt a batch at a time on every core,
-    /// while the store is read on one thread. They are dealt to `executors` in turn.
+    /// while a thread of its own reads the next batches from the store (a few at most, so what
+    /// is read ahead stays small). A thread, not a queue: Dispatch counts a busy worker as a
+    /// core taken and would start the rebuilding's second worker only a second later. Sessions
+    /// are dealt to `executors` in turn.
     func recover(catalog: FeatureCatalog, limits: SessionLimits, metrics: Metrics, executors: [any SessionExecutor],
                  report: (String, String) -> Void) throws(StorageError) -> [HostedSession] {
         guard let storage else { return [] }
+        let handoff = RecoveryHandoff()
+        let reader: LoopThread
+        do {
+            reader = try LoopThread.start {
+                var batch: [StoredSession] = []
+                let outcome = Result { () throws(StorageError) -> [String] in
+                    try storage.load { stored in
+                        batch.append(stored)
+                        if batch.count == RecoveryBatch.size {
+                            handoff.put(batch)
+                            batch = []
+                        }
+                    }
+                }
+                if !batch.isEmpty { handoff.put(batch) }
+                handoff.finish(outcome)
+            }
+        } catch {
+            throw .cannotOpen("no thread to read the store: \(error)")
+        }
         var sessions: [HostedSession] = []
         var failed: [(String, String)] = []
-        var batch: [StoredSession] = []
         var dealt = 0
-        func rebuildBatch() {
+        while let batch = handoff.take() {
             let rebuilt = RecoveryBatch(count: batch.count)
             DispatchQueue.concurrentPerform(iterations: batch.count) { [batch, dealt] index in
                 let stored = batch[index]
@@ -259,13 +282,9 @@ final class SessionPersistence: Sendable {
                 }
             }
             dealt += batch.count
-            batch.removeAll(keepingCapacity: true)
         }
-        let undecodable = try storage.load { stored in
-            batch.append(stored)
-            if batch.count == RecoveryBatch.size { rebuildBatch() }
-        }
-        rebuildBatch()
+        reader.join()
+        let undecodable = try handoff.outcome.get()
         failed += undecodable.map { ($0, "the stored record does not decode") }
         for (id, reason) in failed { report(id, reason) }
         failedRecords.store(failed.count, ordering: .relaxed)
@@ -337,6 +356,39 @@ final class SessionPersistence: Sendable {
                    swept.load(ordering: .relaxed), type: "counter")
         }
         return out.text
+    }
+}
+
+/// Batches read from the store on their way to be rebuilt, at most `readAhead` at once.
+private final class RecoveryHandoff: Sendable {
+    static let readAhead = 4
+    private let room = DispatchSemaphore(value: readAhead)
+    private let ready = DispatchSemaphore(value: 0)
+    private let state = Mutex<(batches: [[StoredSession]], outcome: Result<[String], StorageError>?)>(([], nil))
+
+    /// Waits while `readAhead` batches are waiting already.
+    func put(_ batch: [StoredSession]) {
+        room.wait()
+        state.withLock { $0.batches.append(batch) }
+        ready.signal()
+    }
+
+    /// The reading is over, with the ids of records that failed to decode or the store's error.
+    func finish(_ outcome: Result<[String], StorageError>) {
+        state.withLock { $0.outcome = outcome }
+        ready.signal()
+    }
+
+    /// The next batch, in the order read; nil once every batch was taken and the reading is over.
+    func take() -> [StoredSession]? {
+        ready.wait()
+        let batch = state.withLock { $0.batches.isEmpty ? nil : $0.batches.removeFirst() }
+        if batch != nil { room.signal() }
+        return batch
+    }
+
+    var outcome: Result<[String], StorageError> {
+        state.withLock { $0.outcome } ?? .failure(.unavailable("the store was not read"))
     }
 }
 
