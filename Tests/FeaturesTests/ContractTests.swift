@@ -238,6 +238,19 @@ import Testing
         #expect(try await session.bind(target: editor, field: "text", value: .string("")).events.count == 1)
     }
 
+    /// A deep link that leaves most of its state to defaults grows by more than it carries: it is
+    /// measured all the same.
+    @Test func aDeepLinkGrowingByItsDefaultsIsMeasured() async throws {
+        let catalog = FeatureSet.catalog(Harness.dependencies())
+        let session = try catalog.makeSession(feature: "wifi", state: json(#"{"foundNetworks":[]}"#), limits: SessionLimits(maxStateBytes: 20_000))
+        let networks = (0..<700).map { #"{"id":"\#($0)"}"# }.joined(separator: ",")
+        let link = json(#"{"foundNetworks":[\#(networks)]}"#)
+        #expect(link.bytes.count < 10_000)
+        await #expect(throws: NavigationError.self) { try await session.replaceState(link) }
+        #expect(await session.describe().version == 0)
+        #expect(await session.stateBytes <= 20_000)
+    }
+
     /// New features count with their own state, whether a value or the feature's code adds them.
     @Test func featuresAddedPastTheByteBoundAreRefused() async throws {
         let catalog = FeatureSet.catalog(Harness.dependencies())
@@ -263,6 +276,63 @@ import Testing
         await #expect(throws: NavigationError.self) { try await session.push(from: "root", value: json(#"{"counter":{}}"#)) }
         let stack = try #require(await session.navigation()["stacks"]?[0]?["id"]?.stringValue)
         #expect(try await session.pop(stack: stack, .count(1)).events.count == 1)
+    }
+
+    /// A refused change leaves the same screens with the same ids, and publishes nothing, even
+    /// when it had replaced a model a screen shows (another case, another element).
+    @Test(arguments: [
+        ("wifi", #"{"foundNetworks":[A,B],"destination":{"detail":{"network":A}}}"#, "networkTapped", #"{"network":"b"}"#),
+        ("app", #"{"path":[{"counter":{}}]}"#, "", #"{"path":[{"settings":{}},{"counter":{"destination":{"fact":{"value":"BIG"}}}}]}"#),
+    ])
+    func aRefusalThatReplacedAModelLeavesTheSameScreens(_ feature: String, _ state: String, _ action: String, _ change: String) async throws {
+        func expand(_ text: String) -> String {
+            text.replacingOccurrences(of: "A", with: #"{"id":"a","name":"A","isSecured":false,"connectivity":0.5}"#)
+                .replacingOccurrences(of: "B", with: #"{"id":"b","name":"\#(String(repeating: "b", count: 10_000))","isSecured":true,"connectivity":0.5}"#)
+                .replacingOccurrences(of: "BIG", with: String(repeating: "f", count: 20_000))
+        }
+        let session = try FeatureSet.catalog(Harness.dependencies()).makeSession(feature: feature, state: json(expand(state)),
+                                                                                 limits: SessionLimits(maxStateBytes: 20_000))
+        let collector = EventCollector()
+        await session.onEvents { collector.append($0) }
+        let before = await session.describe()
+        await #expect(throws: NavigationError.self) {
+            if action.isEmpty {
+                try await session.replaceState(json(expand(change)))
+            } else {
+                try await session.perform(target: "root", action: action, arguments: json(change))
+            }
+        }
+        await session.flush()
+        let after = await session.describe()
+        #expect(after.version == before.version && after.state == before.state)
+        #expect(after.navigation == before.navigation)
+        #expect(collector.take().isEmpty)
+    }
+
+    /// An effect running in a model the refusal dropped is cancelled, and its feature settles
+    /// as after a restart: no spinner is left up.
+    @Test func anEffectInAModelARefusalDroppedSettles() async throws {
+        struct SlowFacts: FactClient {
+            func fact(about number: Int) async throws(FactError) -> String {
+                try? await Task.sleep(for: .milliseconds(300))
+                return "\(number) is slow."
+            }
+        }
+        let catalog = FeatureSet.catalog(Harness.dependencies(facts: SlowFacts()))
+        let session = try catalog.makeSession(feature: "app", state: json(#"{"path":[{"counter":{}}]}"#), limits: SessionLimits(maxStateBytes: 20_000))
+        let element = try #require(await session.navigation()["stacks"]?[0]?["elements"]?[0]?["id"]?.stringValue)
+        _ = try await session.perform(target: element, action: "factButtonTapped", arguments: nil)
+        let loading = await session.navigation()
+        #expect(loading["stacks"]?[0]?["elements"]?[0]?["state"]?["factIsLoading"] == .bool(true))
+        let huge = #"{"path":[{"settings":{}},{"counter":{"destination":{"fact":{"value":"\#(String(repeating: "f", count: 20_000))"}}}}]}"#
+        await #expect(throws: NavigationError.self) { try await session.replaceState(json(huge)) }
+        var settled = false
+        for _ in 0..<50 where !settled {
+            try await Task.sleep(for: .milliseconds(100))
+            settled = await session.navigation()["stacks"]?[0]?["elements"]?[0]?["state"]?["factIsLoading"] == .bool(false)
+        }
+        #expect(settled)
+        #expect(await session.navigation()["stacks"]?[0]?["elements"]?[0]?["id"]?.stringValue == element)
     }
 
     @Test func bindingsAndArgumentsAreMeasuredToo() async throws {

@@ -341,8 +341,10 @@ public actor NavigationSession {
     /// A deep link into the running session: replaces the root's state; only the difference is
     /// emitted (rule 7). Models already on screen are updated in place.
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
-        let carried = try measure(state, at: JSONPath("state"))
-        return try transaction(ifMatch: ifMatch, carrying: carried) { reconciler throws(NavigationError) in
+        // A state replaced whole can grow by more than it carries (what it leaves out comes back
+        // as defaults): it is always measured, as if it could fill the bound.
+        _ = try measure(state, at: JSONPath("state"))
+        return try transaction(ifMatch: ifMatch, carrying: limits.maxStateBytes) { reconciler throws(NavigationError) in
             let root = reconciler.root.feature
             do throws(StateError) {
                 try root.validateState(state)
@@ -646,7 +648,7 @@ public actor NavigationSession {
         do throws(NavigationError) {
             effect = try body(reconciler)
             if let undo, let violation = reconciler.prospectiveViolation(of: limits, carriedBytes: carriedBytes) {
-                try? reconciler.root.feature.replaceState(with: undo)
+                restore(undo)
                 throw NavigationError.tooLarge(StateError(JSONPath("state"), violation))
             }
         } catch {
@@ -659,6 +661,25 @@ public actor NavigationSession {
         let events = commit(reconciler.reconcile())
         return Outcome(version: version, events: events, effect: effectID, sequenceBefore: sequenceBefore, through: lastSequence,
                        rollbacks: rollbacks)
+    }
+
+    /// Undoes a refused transaction: the state it found, shown by the same screens with the same
+    /// ids. Set back in place, a model the transaction replaced (another enum case, another
+    /// element) would be a new object, shown as a new screen; then the session is rebuilt from
+    /// the state instead, as after a restart, and the effects that ran in the models it drops are
+    /// cancelled, their features settling as if they had been.
+    private func restore(_ state: JSON) {
+        let tree = reconciler.root.json
+        try? reconciler.root.feature.replaceState(with: state)
+        guard !reconciler.keepsEveryScreen(),
+              let root = try? rebuild(state),
+              let restored = try? Reconciler(root: root, tracker: tracker, restoring: tree, nextSerial: reconciler.serialCounter)
+        else { return }
+        reconciler = restored
+        _ = tracker.drain()
+        guard !runningEffects.isEmpty else { return }
+        for task in runningEffects.values { task.cancel() }
+        settleLater()
     }
 
     /// A transaction of the hosted features grows a stack or the tree by a feature or a few, and

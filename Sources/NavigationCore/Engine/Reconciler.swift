@@ -287,12 +287,6 @@ final class Reconciler {
             changes.append((.state, .object(data)))
         }
 
-        // Rule 1: a presentation is keyed by (owner, slot, identity). An alert's text is part of
-        // what is on screen and no event edits it in place, so new text is a new alert.
-        func isSame(_ existing: Node, slot: Int, child: PresentedChild) -> Bool {
-            guard case .presented(let existingSlot, let identity, let alert) = existing.placement else { return false }
-            return existingSlot == slot && identity == child.identity && alert == child.alert
-        }
         for existing in node.presentations
         where !derivation.presentations.contains(where: { isSame(existing, slot: $0.slot, child: $0.child) }) {
             removing(existing) { dismiss(existing) }
@@ -312,6 +306,31 @@ final class Reconciler {
             for index in prefix..<contents.count { pushElement(contents.makeFeature(index), onto: stack) }
             stack.fingerprint = fingerprint
         }
+    }
+
+    /// Rule 1: a presentation is keyed by (owner, slot, identity). An alert's text is part of
+    /// what is on screen and no event edits it in place, so new text is a new alert.
+    private func isSame(_ existing: Node, slot: Int, child: PresentedChild) -> Bool {
+        guard case .presented(let existingSlot, let identity, let alert) = existing.placement else { return false }
+        return existingSlot == slot && identity == child.identity && alert == child.alert
+    }
+
+    /// Whether the next `reconcile` would keep every screen as it is, only their states changed:
+    /// no presentation or stack element replaced, added or removed.
+    func keepsEveryScreen() -> Bool {
+        var seen = Set<Int>()
+        for serial in tracker.peek() where seen.insert(serial).inserted {
+            guard let node = nodesBySerial[serial], node.isAttached else { continue }
+            guard let derivation = node.feature.derive(), derivation.presentations.count == node.presentations.count else { return false }
+            for (slot, child) in derivation.presentations where !node.presentations.contains(where: { isSame($0, slot: slot, child: child) }) {
+                return false
+            }
+            for (stack, contents) in zip(node.stacks, derivation.stacks)
+            where contents.count != stack.elements.count || stack.fingerprint.commonPrefix(with: contents.fingerprint()) != contents.count {
+                return false
+            }
+        }
+        return true
     }
 
     /// Collects the removals of one subtree, to be listed at its place in the tree.
