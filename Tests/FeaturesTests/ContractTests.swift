@@ -335,6 +335,37 @@ import Testing
         #expect(await session.navigation()["stacks"]?[0]?["elements"]?[0]?["id"]?.stringValue == element)
     }
 
+    /// An effect's change that would take the state past the bound is dropped, as if the effect
+    /// had been cancelled: no request to refuse, and the bound holds all the same.
+    @Test func anEffectsResultPastTheBoundIsDropped() async throws {
+        struct SizedFacts: FactClient {
+            func fact(about number: Int) async throws(FactError) -> String {
+                try? await Task.sleep(for: .milliseconds(10))
+                return String(repeating: "f", count: number == 0 ? 6000 : 100)
+            }
+        }
+        let catalog = FeatureSet.catalog(Harness.dependencies(facts: SizedFacts()))
+        let session = try catalog.makeSession(feature: "counter", state: json(#"{"count":0}"#), limits: SessionLimits(maxStateBytes: 5000))
+        let collector = EventCollector()
+        await session.onEvents { collector.append($0) }
+        let started = try await session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        _ = await session.waitForEffects(of: started, timeout: .seconds(5))
+        var settled = false
+        for _ in 0..<50 where !settled {
+            try await Task.sleep(for: .milliseconds(100))
+            settled = await session.navigation()["state"]?["factIsLoading"] == .bool(false)
+        }
+        #expect(settled)
+        #expect(await session.navigation()["presentations"]?.arrayValue?.isEmpty == true)
+        #expect(await session.stateBytes <= 5000)
+        #expect(!collector.take().joined().contains { $0.kind == .present })
+        // A fact that fits is shown as ever.
+        _ = try await session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+        let fits = try await session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        let shown = await session.waitForEffects(of: fits, timeout: .seconds(5))
+        #expect(shown.events.contains { $0.kind == .present })
+    }
+
     @Test func bindingsAndArgumentsAreMeasuredToo() async throws {
         let session = try session("gallery", #"{"text":""}"#)
         let editor = try #require(await session.navigation()["presentations"]?[0]?["id"]?.stringValue)

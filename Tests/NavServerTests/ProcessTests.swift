@@ -181,7 +181,9 @@ import TestSupport
         #expect(healthy.process.terminationStatus == 0)
         navd.process.terminate()
         #expect(await navd.wait(timeout: .seconds(5)))
-        let unhealthy = try Running(["--check-health", "--port", String(navd.port)])
+        // Nothing answers there (the stopped server's port could be another test's by now).
+        let closed = try ClosedPort()
+        let unhealthy = try Running(["--check-health", "--port", String(closed.port)])
         #expect(await unhealthy.wait(timeout: .seconds(5)))
         #expect(unhealthy.process.terminationStatus == 1)
     }

@@ -61,7 +61,7 @@ public actor NavigationSession {
         }
         self.reconciler = reconciler
         self.log = EventLog(capacity: limits.eventBufferCount, byteLimit: limits.eventBufferBytes)
-        tracker.onFlushNeeded { [weak self] in self?.afterThisTurn { $0.flush() } }
+        watchEffects()
     }
 
     /// A session brought back from its journal: its last snapshot with the entries since replayed
@@ -97,7 +97,7 @@ public actor NavigationSession {
         // What the journal holds since its snapshot still counts toward the next one: a session
         // that changes a little in each of many runs must get a snapshot all the same.
         for entry in entries { durability?.count(entry.events) }
-        tracker.onFlushNeeded { [weak self] in self?.afterThisTurn { $0.flush() } }
+        watchEffects()
     }
 
     /// From now on every batch is written to `journal` and published only once it is durable.
@@ -456,6 +456,16 @@ public actor NavigationSession {
         }
     }
 
+    /// An effect's first change since the last batch is published after the turn in progress;
+    /// near the state's byte bound, the session as it stood before that change is kept first.
+    private nonisolated func watchEffects() {
+        tracker.onFlushNeeded { [weak self] in
+            guard let self else { return }
+            if self.executor.isCurrent { self.assumeIsolated { $0.keepStateBeforeEffect() } }
+            self.afterThisTurn { $0.flush() }
+        }
+    }
+
     /// Runs `body` on the session's executor after what is queued there, never in place: what
     /// the session reacts to (an effect's change, a write's outcome) waits for the turn in
     /// progress to end, so every change of one turn lands in one batch.
@@ -644,10 +654,13 @@ public actor NavigationSession {
         // this costs nothing.
         let undo = isNearLimits(carrying: carriedBytes) ? reconciler.root.feature.encodeState() : nil
         tracker.setInTransaction(true)
-        let effect: Effect?
+        let effectID: Int?
         do throws(NavigationError) {
-            effect = try body(reconciler)
+            // An effect starts within the transaction: what it changes before it first waits
+            // is part of it, and measured with it.
+            effectID = try body(reconciler).map(start)
             if let undo, let violation = reconciler.prospectiveViolation(of: limits, carriedBytes: carriedBytes) {
+                if let effectID { runningEffects[effectID]?.cancel() }
                 restore(undo)
                 throw NavigationError.tooLarge(StateError(JSONPath("state"), violation))
             }
@@ -656,7 +669,6 @@ public actor NavigationSession {
             tracker.setInTransaction(false)
             throw error
         }
-        let effectID = effect.map(start)
         tracker.setInTransaction(false)
         let events = commit(reconciler.reconcile())
         return Outcome(version: version, events: events, effect: effectID, sequenceBefore: sequenceBefore, through: lastSequence,
@@ -671,23 +683,32 @@ public actor NavigationSession {
     private func restore(_ state: JSON) {
         let tree = reconciler.root.json
         try? reconciler.root.feature.replaceState(with: state)
-        guard !reconciler.keepsEveryScreen(),
-              let root = try? rebuild(state),
+        if !reconciler.keepsEveryScreen() { rebuild(from: state, shownAs: tree) }
+    }
+
+    /// Makes the session anew from `state`, shown as `tree` with the same ids, as after a
+    /// restart; the effects that ran in the models it drops are cancelled, and their features
+    /// settle as if they had been. False, changing nothing, if the state does not derive the tree.
+    @discardableResult
+    private func rebuild(from state: JSON, shownAs tree: JSON) -> Bool {
+        guard let root = try? rebuild(state),
               let restored = try? Reconciler(root: root, tracker: tracker, restoring: tree, nextSerial: reconciler.serialCounter)
-        else { return }
+        else { return false }
         reconciler = restored
         _ = tracker.drain()
-        guard !runningEffects.isEmpty else { return }
         for task in runningEffects.values { task.cancel() }
         settleLater()
+        return true
     }
 
     /// A transaction of the hosted features grows a stack or the tree by a feature or a few, and
-    /// a state by what the request carries, perhaps twice over (a value kept and shown): under
-    /// half of every bound, none can cross one.
+    /// a state by what the request carries and what its effect brings before it first waits (a
+    /// string's worth at most), perhaps twice over (a value kept and shown): under half of every
+    /// bound, none can cross one.
     private func isNearLimits(carrying carriedBytes: Int) -> Bool {
         reconciler.nodeCount * 2 >= limits.maxNodes || reconciler.longestStack * 2 >= limits.maxPathLength
-            || reconciler.deepest + 1 >= limits.maxDepth || (reconciler.stateBytes + carriedBytes) * 2 >= limits.maxStateBytes
+            || reconciler.deepest + 1 >= limits.maxDepth
+            || (reconciler.stateBytes + carriedBytes + limits.maxStringBytes) * 2 >= limits.maxStateBytes
     }
 
     /// Starts an effect right here, so its synchronous part belongs to this transaction.
@@ -722,12 +743,34 @@ public actor NavigationSession {
         for wakeup in effectWaiters.removeValue(forKey: id) ?? [] { wakeup.fire() }
     }
 
-    /// Reconciles what changed outside a request (an effect resuming) as its own batch.
+    /// Reconciles what changed outside a request (an effect resuming) as its own batch. A change
+    /// that would take the state past its byte bound is dropped, the effect that made it treated
+    /// as cancelled: there is no request to refuse, and the bound holds all the same.
     func flush() {
+        let before = stateBeforeEffect
+        stateBeforeEffect = nil
         // Nothing follows `end`: what cancelled effects change on their way out is not news.
         // Nothing changes while a deletion decided on this version is on its way either.
         guard endEvent == nil, !isClosing else { return }
-        commit(reconciler.reconcile())
+        let batch = reconciler.reconcile()
+        if let before, reconciler.stateBytes > limits.maxStateBytes, reconciler.stateBytes > before.bytes,
+           rebuild(from: before.state, shownAs: before.tree) {
+            return
+        }
+        commit(batch)
+    }
+
+    /// The session before an effect's change, kept near the byte bound so that `flush` can drop
+    /// a change that would cross it. An effect of the hosted features brings at most a string's
+    /// worth (a fact, under `--max-string-bytes`), so further from the bound none can cross it;
+    /// a feature whose effects bring more must bound them itself.
+    private var stateBeforeEffect: (state: JSON, tree: JSON, bytes: Int)?
+
+    private func keepStateBeforeEffect() {
+        guard stateBeforeEffect == nil, endEvent == nil,
+              (reconciler.stateBytes + limits.maxStringBytes) * 2 >= limits.maxStateBytes,
+              let state = reconciler.root.feature.encodeState() else { return }
+        stateBeforeEffect = (state, reconciler.root.json, reconciler.stateBytes)
     }
 
     @discardableResult
