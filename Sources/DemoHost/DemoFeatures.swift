@@ -10,7 +10,8 @@ public enum DemoFeatures {
         let dependencies = FeatureDependencies(
             factClient: MeteredFactClient(
                 base: LimitedFactClient(
-                    base: LiveFactClient(baseURL: settings.factBaseURL, timeout: settings.factTimeout),
+                    base: LiveFactClient(baseURL: settings.factBaseURL, timeout: settings.factTimeout,
+                                         maxBodyBytes: min(LiveFactClient.maxBodyBytes, services.configuration.sessionLimits.maxStringBytes)),
                     limits: .init(total: settings.factMaxInFlight, perSession: settings.factMaxPerSession)
                 ),
                 record: fetches.increment

@@ -338,13 +338,8 @@ import Testing
     /// An effect's change that would take the state past the bound is dropped, as if the effect
     /// had been cancelled: no request to refuse, and the bound holds all the same.
     @Test func anEffectsResultPastTheBoundIsDropped() async throws {
-        struct SizedFacts: FactClient {
-            func fact(about number: Int) async throws(FactError) -> String {
-                try? await Task.sleep(for: .milliseconds(10))
-                return String(repeating: "f", count: number == 0 ? 6000 : 100)
-            }
-        }
-        let catalog = FeatureSet.catalog(Harness.dependencies(facts: SizedFacts()))
+        let facts = SizedFacts(delay: { _ in .milliseconds(10) }, size: { $0 == 0 ? 6000 : 100 })
+        let catalog = FeatureSet.catalog(Harness.dependencies(facts: facts))
         let session = try catalog.makeSession(feature: "counter", state: json(#"{"count":0}"#), limits: SessionLimits(maxStateBytes: 5000))
         let collector = EventCollector()
         await session.onEvents { collector.append($0) }
@@ -364,6 +359,59 @@ import Testing
         let fits = try await session.perform(target: "root", action: "factButtonTapped", arguments: nil)
         let shown = await session.waitForEffects(of: fits, timeout: .seconds(5))
         #expect(shown.events.contains { $0.kind == .present })
+    }
+
+    /// A fact service whose facts take `delay` and are `size` bytes long, by number.
+    struct SizedFacts: FactClient {
+        let delay: @Sendable (Int) -> Duration
+        let size: @Sendable (Int) -> Int
+
+        func fact(about number: Int) async throws(FactError) -> String {
+            try? await Task.sleep(for: delay(number))
+            return String(repeating: "f", count: size(number))
+        }
+    }
+
+    /// A refusal's models are observed again: an effect that finishes later is published on its
+    /// own, without a request, and measured.
+    @Test func anEffectFinishingAfterARefusalIsStillPublished() async throws {
+        let facts = SizedFacts(delay: { _ in .milliseconds(300) }, size: { _ in 100 })
+        let catalog = FeatureSet.catalog(Harness.dependencies(facts: facts))
+        let session = try catalog.makeSession(feature: "counter", state: json(#"{"count":42}"#), limits: SessionLimits(maxStateBytes: 20_000))
+        let collector = EventCollector()
+        await session.onEvents { collector.append($0) }
+        _ = try await session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        let huge = #"{"count":42,"destination":{"fact":{"value":"\#(String(repeating: "z", count: 25_000))"}}}"#
+        await #expect(throws: NavigationError.self) { try await session.replaceState(json(huge)) }
+        var published: [NavigationEvent] = []
+        for _ in 0..<30 where !published.contains(where: { $0.kind == .present }) {
+            try await Task.sleep(for: .milliseconds(100))
+            published += collector.take().joined()
+        }
+        #expect(published.contains { $0.kind == .present })
+    }
+
+    /// Dropping one effect's change leaves the others' alone: set back in place, the models an
+    /// effect did not touch keep their effects.
+    @Test func aDroppedEffectLeavesTheOthersRunning() async throws {
+        let facts = SizedFacts(delay: { $0 == 30_000 ? .milliseconds(20) : .milliseconds(400) }, size: { $0 == 30_000 ? 25_000 : 100 })
+        let catalog = FeatureSet.catalog(Harness.dependencies(facts: facts))
+        let session = try catalog.makeSession(feature: "app", state: json(#"{"path":[{"counter":{"count":30000}},{"counter":{"count":50}}]}"#),
+                                              limits: SessionLimits(maxStateBytes: 20_000))
+        let elements = try #require(await session.navigation()["stacks"]?[0]?["elements"]?.arrayValue)
+        for element in elements {
+            _ = try await session.perform(target: element["id"]?.stringValue ?? "", action: "factButtonTapped", arguments: nil)
+        }
+        var tree = await session.navigation()
+        for _ in 0..<40 where tree["stacks"]?[0]?["elements"]?[1]?["presentations"]?.arrayValue?.isEmpty != false
+            || tree["stacks"]?[0]?["elements"]?[0]?["state"]?["factIsLoading"] != .bool(false) {
+            try await Task.sleep(for: .milliseconds(100))
+            tree = await session.navigation()
+        }
+        #expect(tree["stacks"]?[0]?["elements"]?[1]?["presentations"]?.arrayValue?.count == 1, "the small fact is shown")
+        #expect(tree["stacks"]?[0]?["elements"]?[0]?["presentations"]?.arrayValue?.isEmpty == true, "the large one is dropped")
+        #expect(tree["stacks"]?[0]?["elements"]?[0]?["state"]?["factIsLoading"] == .bool(false))
+        #expect(await session.stateBytes <= 20_000)
     }
 
     @Test func bindingsAndArgumentsAreMeasuredToo() async throws {

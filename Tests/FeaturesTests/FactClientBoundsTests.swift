@@ -42,6 +42,14 @@ import TestSupport
         await #expect(throws: FactError.tooLarge(limit: 64 * 1024)) { try await LiveFactClient(baseURL: over.baseURL).fact(about: 1) }
     }
 
+    /// A fact becomes a string in state: a server with shorter strings takes shorter facts.
+    @Test func aSmallerLimitIsKept() async throws {
+        let stub = try FactStub(.huge(bytes: 1001, announced: false))
+        defer { stub.stop() }
+        await #expect(throws: FactError.tooLarge(limit: 1000)) { try await LiveFactClient(baseURL: stub.baseURL, maxBodyBytes: 1000).fact(about: 1) }
+        #expect(try await LiveFactClient(baseURL: stub.baseURL, maxBodyBytes: 1001).fact(about: 1).utf8.count == 1001)
+    }
+
     @Test func aRedirectToAnotherHostIsNotFollowed() async throws {
         // 127.0.0.1 and localhost are two hosts to a URL, whatever they resolve to.
         let elsewhere = try FactStub(.facts)

@@ -8,22 +8,25 @@ import CCurl
 /// even one to the same host: another port or scheme there can be just as internal, and a
 /// moved service is fixed by pointing the base URL at its new address.
 public struct LiveFactClient: FactClient {
-    /// The longest fact accepted, in bytes; as long as a string in state may be by default.
+    /// The longest fact accepted by default, in bytes; as long as a string in state may be by default.
     public static let maxBodyBytes = 64 * 1024
 
     public let baseURL: FactServiceURL
     public let timeout: Duration
+    /// The longest fact accepted: a fact becomes a string in state, so no longer than one may be.
+    public let maxBodyBytes: Int
     private let loop = CurlTransferLoop()
 
-    public init(baseURL: FactServiceURL, timeout: Duration = .seconds(5)) {
+    public init(baseURL: FactServiceURL, timeout: Duration = .seconds(5), maxBodyBytes: Int = LiveFactClient.maxBodyBytes) {
         self.baseURL = baseURL
         self.timeout = timeout
+        self.maxBodyBytes = maxBodyBytes
     }
 
     /// Cancelling the calling task (its session ended) stops the transfer at once.
     public func fact(about number: Int) async throws(FactError) -> String {
         let url = baseURL.url(for: number)
-        guard let transfer = CurlTransfer(url: url, deadline: timeout, maxBodyBytes: Self.maxBodyBytes) else {
+        guard let transfer = CurlTransfer(url: url, deadline: timeout, maxBodyBytes: maxBodyBytes) else {
             throw .unreachable(host: baseURL.authority, reason: "libcurl could not start a transfer")
         }
         let loop = loop
@@ -40,7 +43,7 @@ public struct LiveFactClient: FactClient {
         case .cancelled:
             throw .cancelled
         case .tooLarge:
-            throw .tooLarge(limit: Self.maxBodyBytes)
+            throw .tooLarge(limit: maxBodyBytes)
         case .failed(let code, let detail):
             throw map(code, detail)
         case .response(let status, let body, let redirect):

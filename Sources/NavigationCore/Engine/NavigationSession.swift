@@ -667,6 +667,10 @@ public actor NavigationSession {
         } catch {
             reconciler.cancelClientRemovals()
             tracker.setInTransaction(false)
+            // What the refused change touched was undone, but its models' observations fired
+            // and end with that: reconciled now, they are observed again (an effect's later
+            // change is heard), and the tree and the models agree.
+            if !tracker.peek().isEmpty { commit(reconciler.reconcile()) }
             throw error
         }
         tracker.setInTransaction(false)
@@ -687,18 +691,17 @@ public actor NavigationSession {
     }
 
     /// Makes the session anew from `state`, shown as `tree` with the same ids, as after a
-    /// restart; the effects that ran in the models it drops are cancelled, and their features
-    /// settle as if they had been. False, changing nothing, if the state does not derive the tree.
-    @discardableResult
-    private func rebuild(from state: JSON, shownAs tree: JSON) -> Bool {
+    /// restart. Every model is new, so every effect running (in the models dropped) is
+    /// cancelled, and their features settle as if they had been. Changes nothing if the state
+    /// does not derive the tree.
+    private func rebuild(from state: JSON, shownAs tree: JSON) {
         guard let root = try? rebuild(state),
               let restored = try? Reconciler(root: root, tracker: tracker, restoring: tree, nextSerial: reconciler.serialCounter)
-        else { return false }
+        else { return }
         reconciler = restored
         _ = tracker.drain()
         for task in runningEffects.values { task.cancel() }
         settleLater()
-        return true
     }
 
     /// A transaction of the hosted features grows a stack or the tree by a feature or a few, and
@@ -752,25 +755,27 @@ public actor NavigationSession {
         // Nothing follows `end`: what cancelled effects change on their way out is not news.
         // Nothing changes while a deletion decided on this version is on its way either.
         guard endEvent == nil, !isClosing else { return }
-        let batch = reconciler.reconcile()
-        if let before, reconciler.stateBytes > limits.maxStateBytes, reconciler.stateBytes > before.bytes,
-           rebuild(from: before.state, shownAs: before.tree) {
-            return
+        if let before {
+            let bytes = reconciler.prospectiveStateBytes()
+            if bytes > limits.maxStateBytes && bytes > reconciler.stateBytes {
+                tracker.setInTransaction(true)
+                restore(before)
+                tracker.setInTransaction(false)
+                settleLater()
+            }
         }
-        commit(batch)
+        commit(reconciler.reconcile())
     }
 
-    /// The session before an effect's change, kept near the byte bound so that `flush` can drop
-    /// a change that would cross it. An effect of the hosted features brings at most a string's
-    /// worth (a fact, under `--max-string-bytes`), so further from the bound none can cross it;
-    /// a feature whose effects bring more must bound them itself.
-    private var stateBeforeEffect: (state: JSON, tree: JSON, bytes: Int)?
+    /// The state before an effect's first change since the last batch, so that `flush` can drop
+    /// a change that would take the state past its byte bound. Kept for every effect, wherever
+    /// the session stands: what an effect brings is the feature's own business (a fact, several
+    /// at once, a text that escapes to six times its bytes), so no margin tells which can cross.
+    private var stateBeforeEffect: JSON?
 
     private func keepStateBeforeEffect() {
-        guard stateBeforeEffect == nil, endEvent == nil,
-              (reconciler.stateBytes + limits.maxStringBytes) * 2 >= limits.maxStateBytes,
-              let state = reconciler.root.feature.encodeState() else { return }
-        stateBeforeEffect = (state, reconciler.root.json, reconciler.stateBytes)
+        guard stateBeforeEffect == nil, endEvent == nil else { return }
+        stateBeforeEffect = reconciler.root.feature.encodeState()
     }
 
     @discardableResult

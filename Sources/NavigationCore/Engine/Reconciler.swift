@@ -126,7 +126,7 @@ final class Reconciler {
             return "the session would show more than this server's limit of \(limits.maxNodes) features"
         }
         if (stateBytes + carriedBytes) * 2 >= limits.maxStateBytes {
-            let bytes = prospectiveStateBytes(of: root.feature)
+            let bytes = prospectiveStateBytes()
             if bytes > limits.maxStateBytes && bytes > stateBytes {
                 return "the session's state would take \(bytes) bytes, more than this server's limit of \(limits.maxStateBytes)"
             }
@@ -137,6 +137,10 @@ final class Reconciler {
     /// What `stateBytes` would be after the next `reconcile`: the whole tree derived afresh, new
     /// features included, so a change that grows some state and removes other state is judged
     /// by what remains. Costs a walk of the tree, so it is only taken near the bound.
+    func prospectiveStateBytes() -> Int {
+        prospectiveStateBytes(of: root.feature)
+    }
+
     private func prospectiveStateBytes(of feature: any AnyLiveFeature) -> Int {
         guard let derivation = feature.derive() else { return 0 }
         var bytes = JSONWriter.size(derivation.state)

@@ -26,9 +26,10 @@ public struct SessionLimits: Sendable, Equatable {
     public var maxDepth: Int
     /// Bytes of every feature's `state` on screen together, as compact JSON: the bound on what a
     /// session holds, which the others only bound one dimension at a time (a session filling
-    /// them all would hold gigabytes). Checked when a session is made and before a transaction
-    /// near it commits; a transaction that leaves a session over it, as one made under a larger
-    /// bound may be, is refused only if it grows the state.
+    /// them all would hold gigabytes). Checked when a session is made, before a transaction
+    /// near it commits and before an effect's change is published (one that crosses it is
+    /// dropped); a change that leaves a session over it, as one made under a larger bound may
+    /// be, is refused only if it grows the state.
     public var maxStateBytes: Int
 
     /// Limits with navd's defaults unless given.
