@@ -457,7 +457,7 @@ public actor NavigationSession {
     }
 
     /// An effect's first change since the last batch is published after the turn in progress;
-    /// near the state's byte bound, the session as it stood before that change is kept first.
+    /// the state as it stood before that change is kept first, for `flush` to measure it.
     private nonisolated func watchEffects() {
         tracker.onFlushNeeded { [weak self] in
             guard let self else { return }
