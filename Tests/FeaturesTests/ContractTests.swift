@@ -414,6 +414,26 @@ import Testing
         #expect(await session.stateBytes <= 20_000)
     }
 
+    /// An effect that would show more features than the bound is dropped like one that would
+    /// take too many bytes; what the session then does is not refused for the size it has.
+    @Test func anEffectPastTheNodeBoundIsDropped() async throws {
+        let facts = SizedFacts(delay: { _ in .milliseconds(10) }, size: { _ in 10 })
+        let catalog = FeatureSet.catalog(Harness.dependencies(facts: facts))
+        let session = try catalog.makeSession(feature: "app", state: json("{}"), limits: SessionLimits(maxNodes: 3))
+        for _ in 0..<2 { _ = try await session.perform(target: "root", action: "counterButtonTapped", arguments: nil) }
+        #expect(await session.navigation()["stacks"]?[0]?["elements"]?.arrayValue?.count == 2)
+        let element = try #require(await session.navigation()["stacks"]?[0]?["elements"]?[0]?["id"]?.stringValue)
+        _ = try await session.perform(target: element, action: "factButtonTapped", arguments: nil)
+        var tree = await session.navigation()
+        for _ in 0..<40 where tree["stacks"]?[0]?["elements"]?[0]?["state"]?["factIsLoading"] != .bool(false) {
+            try await Task.sleep(for: .milliseconds(100))
+            tree = await session.navigation()
+        }
+        #expect(tree["stacks"]?[0]?["elements"]?[0]?["state"]?["factIsLoading"] == .bool(false))
+        #expect(tree["stacks"]?[0]?["elements"]?[0]?["presentations"]?.arrayValue?.isEmpty == true)
+        #expect(try await session.perform(target: element, action: "incrementButtonTapped", arguments: nil).events.count == 1)
+    }
+
     @Test func bindingsAndArgumentsAreMeasuredToo() async throws {
         let session = try session("gallery", #"{"text":""}"#)
         let editor = try #require(await session.navigation()["presentations"]?[0]?["id"]?.stringValue)

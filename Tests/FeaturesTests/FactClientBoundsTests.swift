@@ -48,6 +48,7 @@ import TestSupport
         defer { stub.stop() }
         await #expect(throws: FactError.tooLarge(limit: 1000)) { try await LiveFactClient(baseURL: stub.baseURL, maxBodyBytes: 1000).fact(about: 1) }
         #expect(try await LiveFactClient(baseURL: stub.baseURL, maxBodyBytes: 1001).fact(about: 1).utf8.count == 1001)
+        #expect(FactError.tooLarge(limit: 1000).message == "The fact service sent more than 1000 bytes; a fact must be shorter.")
     }
 
     @Test func aRedirectToAnotherHostIsNotFollowed() async throws {

@@ -30,7 +30,8 @@ public enum FactError: Error, Sendable, Equatable {
         case .timedOut(let seconds): "The fact service did not answer in full within \(seconds.formatted) seconds."
         case .unreachable(let host, let reason): "Could not reach the fact service at \(host): \(reason)."
         case .invalidResponse(let reason): "The fact service sent an unreadable answer: \(reason)."
-        case .tooLarge(let limit): "The fact service sent more than \(limit / 1024) KiB; a fact must be shorter."
+        case .tooLarge(let limit):
+            "The fact service sent more than \(limit % 1024 == 0 ? "\(limit / 1024) KiB" : "\(limit) bytes"); a fact must be shorter."
         case .redirected(let location): "The fact service redirected to \(location); navd follows no redirects, so its fact service address must be updated."
         case .redirectedToAnotherHost(let host): "The fact service redirected to another host (\(host)); navd never follows a redirect to another host."
         case .tooManyRequests: "Too many fact requests are running on the server; try again in a moment."

@@ -747,22 +747,22 @@ public actor NavigationSession {
     }
 
     /// Reconciles what changed outside a request (an effect resuming) as its own batch. A change
-    /// that would take the state past its byte bound is dropped, the effect that made it treated
-    /// as cancelled: there is no request to refuse, and the bound holds all the same.
+    /// that would take the session past a bound is dropped, the effect that made it treated as
+    /// cancelled: there is no request to refuse, and the bound holds all the same. Effects whose
+    /// changes land in the same turn are measured, and dropped, together.
     func flush() {
         let before = stateBeforeEffect
         stateBeforeEffect = nil
         // Nothing follows `end`: what cancelled effects change on their way out is not news.
         // Nothing changes while a deletion decided on this version is on its way either.
         guard endEvent == nil, !isClosing else { return }
-        if let before {
-            let bytes = reconciler.prospectiveStateBytes()
-            if bytes > limits.maxStateBytes && bytes > reconciler.stateBytes {
-                tracker.setInTransaction(true)
-                restore(before)
-                tracker.setInTransaction(false)
-                settleLater()
-            }
+        // Measured as a request near every bound is (the byte bound's walk forced), since what
+        // an effect brings is not known in advance.
+        if let before, reconciler.prospectiveViolation(of: limits, carriedBytes: limits.maxStateBytes) != nil {
+            tracker.setInTransaction(true)
+            restore(before)
+            tracker.setInTransaction(false)
+            settleLater()
         }
         commit(reconciler.reconcile())
     }

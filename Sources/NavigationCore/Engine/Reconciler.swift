@@ -122,7 +122,9 @@ final class Reconciler {
             }
             added += max(0, derivation.presentations.count - node.presentations.count)
         }
-        guard nodesByID.count + added <= limits.maxNodes else {
+        // Only growth is refused: a session over the bound (made under a larger one, or grown by
+        // an effect's late change) may still change what it shows.
+        guard added == 0 || nodesByID.count + added <= limits.maxNodes else {
             return "the session would show more than this server's limit of \(limits.maxNodes) features"
         }
         if (stateBytes + carriedBytes) * 2 >= limits.maxStateBytes {
