@@ -272,11 +272,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
         try connection.run("DELETE FROM navd_sessions WHERE id = $1", [.text(id)])
         try connection.run("DELETE FROM navd_transactions WHERE session = $1", [.text(id)])
         try connection.run("DELETE FROM navd_events WHERE session = $1", [.text(id)])
-        if expired {
-            try connection.run("""
-                INSERT INTO navd_expired (id, at) VALUES ($1, \(PostgresSchema.now)) ON CONFLICT (id) DO UPDATE SET at = excluded.at
-                """, [.text(id)])
-        }
+        if expired { try Self.rememberExpired(.text(id), in: connection) }
         try announce(id, epoch: expired ? SessionEpoch.expired : SessionEpoch.deleted, in: connection)
     }
 
@@ -463,11 +459,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                     let ids = PostgresValue.text(expired.joined(separator: ","))
                     try connection.run("DELETE FROM navd_transactions WHERE session = ANY(string_to_array($1, ','))", [ids])
                     try connection.run("DELETE FROM navd_events WHERE session = ANY(string_to_array($1, ','))", [ids])
-                    // Remembered, so a holder that hears of it late still ends it as expired.
-                    try connection.run("""
-                        INSERT INTO navd_expired (id, at) SELECT id, \(PostgresSchema.now) FROM unnest(string_to_array($1, ',')) AS id
-                        ON CONFLICT (id) DO UPDATE SET at = excluded.at
-                        """, [ids])
+                    try Self.rememberExpired(ids, in: connection)
                     // Any node still holding one ends it, as expired.
                     try connection.run("SELECT pg_notify($1, id || ' ' || $2) FROM unnest(string_to_array($3, ',')) AS id",
                                        [.text(PostgresSchema.claimsChannel), .text(String(SessionEpoch.expired)), ids])
@@ -479,8 +471,18 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
     }
 
-    /// Whether session `id`, which has no row, was deleted by a sweep (still remembered): its
-    /// holder then ends it as expired, otherwise as deleted, as the announcement would have said.
+    /// Remembers the sessions `ids` (comma-separated) as expired, so that a holder that hears of
+    /// it late still ends them as expired.
+    private static func rememberExpired(_ ids: PostgresValue, in connection: PostgresConnection) throws(PostgresConnection.Failure) {
+        try connection.run("""
+            INSERT INTO navd_expired (id, at) SELECT id, \(PostgresSchema.now) FROM unnest(string_to_array($1, ',')) AS id
+            ON CONFLICT (id) DO UPDATE SET at = excluded.at
+            """, [ids])
+    }
+
+    /// Whether session `id`, which has no row, expired (a sweep or its holder deleted it, still
+    /// remembered): its holder then ends it as expired, otherwise as deleted, as the announcement
+    /// would have said.
     private static func wasExpired(_ id: String, in connection: PostgresConnection) throws(PostgresConnection.Failure) -> Bool {
         var expired = false
         try connection.run("SELECT 1 FROM navd_expired WHERE id = $1", [.text(id)]) { _ in expired = true }

@@ -138,7 +138,7 @@ final class Reconciler {
 
     /// What `stateBytes` would be after the next `reconcile`: the whole tree derived afresh, new
     /// features included, so a change that grows some state and removes other state is judged
-    /// by what remains. Costs a walk of the tree, so it is only taken near the bound.
+    /// by what remains. Costs a walk of the tree: taken near the bound, and for an effect's batch.
     func prospectiveStateBytes() -> Int {
         prospectiveStateBytes(of: root.feature)
     }

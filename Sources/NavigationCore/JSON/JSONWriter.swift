@@ -44,15 +44,17 @@ public enum JSONWriter {
     }
 
     private static func stringSize(_ text: String) -> Int {
-        var count = 2
-        for byte in text.utf8 {
-            switch byte {
-            case 0x0A, 0x0D, 0x09, UInt8(ascii: "\""), UInt8(ascii: "\\"): count += 2
-            case ..<0x20: count += 6
-            default: count += 1
-            }
+        text.utf8.reduce(2) { $0 + width($1) }
+    }
+
+    /// The bytes `byte` takes in a JSON string: 1, or its escape's (`\n`, `\u0001`).
+    @inline(__always)
+    private static func width(_ byte: UInt8) -> Int {
+        switch byte {
+        case 0x0A, 0x0D, 0x09, UInt8(ascii: "\""), UInt8(ascii: "\\"): 2
+        case ..<0x20: 6
+        default: 1
         }
-        return count
     }
 
     /// Appends `value` to `out`, for writers that assemble a larger answer.
@@ -130,7 +132,7 @@ public enum JSONWriter {
             var runStart = 0
             for index in bytes.indices {
                 let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                guard width(byte) > 1 else { continue }
                 out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
                 appendEscaped(byte, into: &out)
                 runStart = index + 1
