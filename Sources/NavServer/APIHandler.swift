@@ -623,7 +623,12 @@ final class APIHandler: HTTPHandler {
         guard !tag.isEmpty, tag.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
             throw APIError(400, "bad_if_match", "If-Match must be * or a version such as \"3\", not \(header)")
         }
-        return Int(tag) ?? Int.max
+        // Too large for any version this server issues: it cannot match, and the answer names
+        // what was sent rather than a number it was clamped to.
+        guard let version = Int(tag) else {
+            throw APIError(412, "version_mismatch", "version \(tag) is beyond any this server issues")
+        }
+        return version
     }
 
     /// `?wait=true` waits for the effects the request started (at most `timeout`, or `?timeout=` seconds).

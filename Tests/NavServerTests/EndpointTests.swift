@@ -321,6 +321,11 @@ import TestSupport
         let garbage = try await client.request("POST", "/sessions/\(id)/actions", token: token,
                                          json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", "yesterday")])
         #expect(garbage.status == 400)
+        // A version beyond any issued does not match; the answer names the one sent.
+        let beyond = try await client.request("POST", "/sessions/\(id)/actions", token: token,
+                                        json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", "\"99999999999999999999\"")])
+        #expect(beyond.status == 412 && beyond.json["error"]?["code"] == "version_mismatch", "\(beyond.text)")
+        #expect(beyond.text.contains("99999999999999999999") && !beyond.text.contains("\(Int.max)"), "\(beyond.text)")
         // Two fields are a list, whichever order they come in: refused, as on one line.
         for pair in [("\"1\"", "\"9\""), ("\"9\"", "\"1\"")] {
             let twice = try await client.request("POST", "/sessions/\(id)/actions", token: token,
