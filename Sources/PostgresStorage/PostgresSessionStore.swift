@@ -34,8 +34,6 @@ public final class PostgresSessionStore: SharedSessionStorage {
     /// When the store's size was last asked for: asked on the writer, at most every few seconds.
     private let sizeChecked = Mutex<ContinuousClock.Instant?>(nil)
 
-    static let latencyBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
-    static let batchBounds = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     private static let sizeInterval: Duration = .seconds(5)
 
     /// Connects to `url` (`postgresql://user:password@host:port/database?…`) and brings the
@@ -60,12 +58,6 @@ public final class PostgresSessionStore: SharedSessionStorage {
             throw .cannotOpen("the database was written by a newer navd (schema \(found); this navd reads \(PostgresSchema.version))")
         }
         self.connection = Mutex(connection)
-        var statistics = StorageStatistics()
-        statistics.latencyBounds = Self.latencyBounds
-        statistics.latencyCounts = Array(repeating: 0, count: Self.latencyBounds.count)
-        statistics.batchBounds = Self.batchBounds
-        statistics.batchCounts = Array(repeating: 0, count: Self.batchBounds.count)
-        counters.withLock { $0 = statistics }
         writer.onWriter { self.measureSize(force: true) }
     }
 
@@ -497,17 +489,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
     // MARK: - Statistics and closing
 
     private func record(_ result: Result<[GroupCommit.Verdict], StorageError>, requests: Int, seconds: Double) {
-        counters.withLock { statistics in
-            guard case .success = result else {
-                statistics.failedCommits += 1
-                return
-            }
-            statistics.commits += 1
-            statistics.writes += requests
-            statistics.latencySum += seconds
-            for (index, bound) in Self.latencyBounds.enumerated() where seconds <= bound { statistics.latencyCounts[index] += 1 }
-            for (index, bound) in Self.batchBounds.enumerated() where requests <= bound { statistics.batchCounts[index] += 1 }
-        }
+        let succeeded = if case .success = result { true } else { false }
+        counters.withLock { $0.record(commitSucceeded: succeeded, requests: requests, seconds: seconds) }
     }
 
     /// The tables' size with their indexes and TOAST, asked on the writer (which owns the

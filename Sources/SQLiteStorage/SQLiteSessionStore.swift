@@ -41,8 +41,6 @@ public final class SQLiteSessionStore: SessionStorage {
     private let writer: GroupCommit
     private let counters = Mutex(StorageStatistics())
 
-    static let latencyBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
-    static let batchBounds = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     /// Free pages worth giving back to the file system in one go, after sessions were deleted.
     private static let vacuumThreshold = 1024
 
@@ -93,12 +91,6 @@ public final class SQLiteSessionStore: SessionStorage {
         } catch {
             throw .cannotOpen("\(path): \(error)")
         }
-        var statistics = StorageStatistics()
-        statistics.latencyBounds = Self.latencyBounds
-        statistics.latencyCounts = Array(repeating: 0, count: Self.latencyBounds.count)
-        statistics.batchBounds = Self.batchBounds
-        statistics.batchCounts = Array(repeating: 0, count: Self.batchBounds.count)
-        counters.withLock { $0 = statistics }
     }
 
     /// The mark that a process has the store open: cleared `closed`.
@@ -423,17 +415,8 @@ public final class SQLiteSessionStore: SessionStorage {
     // MARK: - Statistics and closing
 
     private func record(_ result: Result<[GroupCommit.Verdict], StorageError>, requests: Int, seconds: Double) {
-        counters.withLock { statistics in
-            guard case .success = result else {
-                statistics.failedCommits += 1
-                return
-            }
-            statistics.commits += 1
-            statistics.writes += requests
-            statistics.latencySum += seconds
-            for (index, bound) in Self.latencyBounds.enumerated() where seconds <= bound { statistics.latencyCounts[index] += 1 }
-            for (index, bound) in Self.batchBounds.enumerated() where requests <= bound { statistics.batchCounts[index] += 1 }
-        }
+        let succeeded = if case .success = result { true } else { false }
+        counters.withLock { $0.record(commitSucceeded: succeeded, requests: requests, seconds: seconds) }
     }
 
     public func statistics() -> StorageStatistics {

@@ -313,16 +313,33 @@ public struct StorageStatistics: Sendable, Equatable {
     /// group commit shares a sync.
     public var writes = 0
     /// Upper bounds (seconds) of the commit latency histogram and the count at or under each.
-    public var latencyBounds: [Double] = []
-    public var latencyCounts: [Int] = []
+    /// The same for every engine, so one dashboard reads any of them.
+    public var latencyBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+    public var latencyCounts: [Int]
     public var latencySum = 0.0
     /// Upper bounds of the commit requests per commit histogram and the count at or under each.
-    public var batchBounds: [Int] = []
-    public var batchCounts: [Int] = []
+    public var batchBounds = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    public var batchCounts: [Int]
     /// Bytes the store takes on disk now.
     public var bytesOnDisk = 0
 
-    public init() {}
+    public init() {
+        latencyCounts = Array(repeating: 0, count: latencyBounds.count)
+        batchCounts = Array(repeating: 0, count: batchBounds.count)
+    }
+
+    /// Counts one commit of `requests` requests that took `seconds`; a failed one only as failed.
+    public mutating func record(commitSucceeded: Bool, requests: Int, seconds: Double) {
+        guard commitSucceeded else {
+            failedCommits += 1
+            return
+        }
+        commits += 1
+        writes += requests
+        latencySum += seconds
+        for (index, bound) in latencyBounds.enumerated() where seconds <= bound { latencyCounts[index] += 1 }
+        for (index, bound) in batchBounds.enumerated() where requests <= bound { batchCounts[index] += 1 }
+    }
 }
 
 extension StoredSession {
