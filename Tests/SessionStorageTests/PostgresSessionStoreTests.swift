@@ -22,38 +22,11 @@ struct PostgresSessionStoreTests {
         try PostgresSessionStore(url: url, retention: retention ?? self.retention)
     }
 
-    func record(_ id: String) -> SessionRecord {
-        SessionRecord(id: id, tokenHash: TokenHash.sha256(Array("token-\(id)".utf8)), feature: "counter", created: 1_700_000_000.5)
-    }
-
-    func snapshot(version: Int, last: Int, state: String = #"{"count":0}"#) -> SessionSnapshot {
-        SessionSnapshot(version: version, lastSequence: last, nextSerial: 7, state: Array(state.utf8), tree: Array(#"{"id":"root"}"#.utf8),
-                        extras: Array(#"{"deadline":12.5}"#.utf8))
-    }
-
-    func transaction(version: Int, events: ClosedRange<Int>, data: String = #"{"count":1}"#, extras: String? = nil) -> SessionTransaction {
-        SessionTransaction(version: version, lastSequence: events.upperBound, nextSerial: 7 + version,
-                           statePatch: Array(#"[{"op":"replace","path":"/count","value":\#(version)}]"#.utf8),
-                           events: events.map { StoredEvent(sequence: $0, kind: "state", data: Array(data.utf8)) },
-                           extras: extras.map { Array($0.utf8) })
-    }
+    /// The scenarios every engine owes the server, on this suite's database.
+    var contract: StoreContract { StoreContract { try open($0) } }
 
     @Test func whatIsCommittedComesBackOnANewConnection() throws {
-        let store = try open()
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
-        try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...2, extras: #"{"deadline":1}"#)),
-                           .create(record("b"), snapshot(version: 0, last: 0))])
-        try commit(store, [.transaction(id: "a", transaction(version: 2, events: 3...3))])
-        store.close()
-
-        let loaded = try open().loadAll()
-        #expect(loaded.failed.isEmpty)
-        #expect(loaded.sessions.map(\.record.id) == ["a", "b"])
-        let a = try #require(loaded.sessions.first { $0.record.id == "a" })
-        #expect(a.record == record("a"), "the token's hash, the feature and the creation time, exactly")
-        #expect(a.snapshot == snapshot(version: 0, last: 0))
-        #expect(a.transactions == [transaction(version: 1, events: 1...2, extras: #"{"deadline":1}"#), transaction(version: 2, events: 3...3)])
-        #expect(a.events.map(\.sequence) == [1, 2, 3])
+        try contract.whatIsCommittedComesBack()
         // Only the hash is stored: the token itself is nowhere in the table.
         let stored = try server().query("SELECT encode(token_hash, 'hex') FROM navd_sessions WHERE id = 'a'", database: database)
         #expect(stored == [TokenHash.sha256(Array("token-a".utf8)).map { String(format: "%02x", $0) }.joined()])
@@ -76,45 +49,17 @@ struct PostgresSessionStoreTests {
     }
 
     @Test func aSnapshotDropsTheTransactionsItCoversAndTrimsEventsToTheBuffer() throws {
-        let store = try open()
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
-        for version in 1...12 {
-            try commit(store, [.transaction(id: "a", transaction(version: version, events: version...version))])
-        }
-        try commit(store, [.snapshot(id: "a", snapshot(version: 12, last: 12, state: #"{"count":12}"#)),
-                           .transaction(id: "a", transaction(version: 13, events: 13...13))])
-        store.close()
-
-        let a = try #require(try open().loadAll().sessions.first)
-        #expect(a.snapshot == snapshot(version: 12, last: 12, state: #"{"count":12}"#))
-        #expect(a.transactions == [transaction(version: 13, events: 13...13)], "the snapshot covers 1…12")
+        try contract.aSnapshotDropsTheTransactionsItCovers()
         #expect(try server().query("SELECT count(*) FROM navd_events WHERE session = 'a'", database: database) == ["9"],
                 "eight kept at the snapshot (5…12), then 13")
-        #expect(a.events.map(\.sequence) == Array(6...13), "what the buffer of eight holds")
     }
 
     @Test func eventsAreTrimmedByBytesToo() throws {
-        let store = try open(.init(count: 100, bytes: 2500))
-        let big = "\"" + String(repeating: "x", count: 998) + "\""  // 1000 bytes
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
-        for version in 1...5 {
-            try commit(store, [.transaction(id: "a", transaction(version: version, events: version...version, data: big))])
-        }
-        try commit(store, [.snapshot(id: "a", snapshot(version: 5, last: 5))])
-        store.close()
-        let a = try #require(try open().loadAll().sessions.first)
-        #expect(a.events.map(\.sequence) == [4, 5], "the newest events within 2,500 bytes")
+        try contract.eventsAreTrimmedByBytes(.init(count: 100, bytes: 2500))
     }
 
     @Test func aDeletedSessionLeavesNothingBehind() throws {
-        let store = try open()
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("b"), snapshot(version: 0, last: 0)),
-                           .transaction(id: "a", transaction(version: 1, events: 1...1))])
-        try commit(store, [.delete(id: "a")])
-        // A batch that was in flight when the session ended writes nothing.
-        try commit(store, [.transaction(id: "a", transaction(version: 2, events: 2...2))])
-        store.close()
-        #expect(try open().loadAll().sessions.map(\.record.id) == ["b"])
+        try contract.aDeletedSessionIsGone()
         let counts = try ["navd_transactions", "navd_events"].map { table in
             try server().query("SELECT count(*) FROM \(table) WHERE session = 'a'", database: database)
         }
@@ -123,56 +68,11 @@ struct PostgresSessionStoreTests {
     }
 
     @Test func manyConcurrentCommitsShareCommits() async throws {
-        let store = try open()
-        try commit(store, (0..<64).map { .create(record("s\($0)"), snapshot(version: 0, last: 0)) })
-        await withTaskGroup(of: Void.self) { group in
-            for session in 0..<64 {
-                group.addTask {
-                    for version in 1...10 {
-                        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                            store.commit([.transaction(id: "s\(session)", transaction(version: version, events: version...version))]) { _ in done.resume() }
-                        }
-                    }
-                }
-            }
-        }
-        let statistics = store.statistics()
-        #expect(statistics.writes == 641)
-        #expect(statistics.failedCommits == 0)
-        #expect(statistics.commits < statistics.writes, "requests that arrive during a commit share the next one")
-        #expect(statistics.latencyCounts.last == statistics.commits)
-        store.close()
-        let sessions = try open().loadAll().sessions
-        #expect(sessions.count == 64)
-        #expect(sessions.allSatisfy { $0.transactions.map(\.version) == Array(1...10) })
+        _ = try await contract.concurrentCommitsShareCommits()
     }
 
-    /// One request's failed write fails only its own requests and those that depend on it.
     @Test func aWriteWhoseEarlierWriteFailedIsRefusedUnwritten() throws {
-        let store = try open()
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("c"), snapshot(version: 0, last: 0))])
-        for round in 1...5 {
-            let failed = Atomic<Bool>(false)
-            let results = Mutex<[String: Bool]>([:])
-            let done = DispatchSemaphore(value: 0)
-            func finish(_ name: String) -> @Sendable (Result<Void, StorageError>) -> Void {
-                { result in
-                    if name == "bad", case .failure = result { failed.store(true, ordering: .relaxed) }
-                    results.withLock { $0[name] = (try? result.get()) != nil }
-                    done.signal()
-                }
-            }
-            store.commit([.create(record("a"), snapshot(version: 0, last: 0))], completion: finish("bad"))
-            store.commit([.transaction(id: "a", transaction(version: round, events: round...round))],
-                         admissible: { !failed.load(ordering: .relaxed) }, completion: finish("dependent"))
-            store.commit([.transaction(id: "c", transaction(version: round, events: round...round))], completion: finish("neighbour"))
-            for _ in 0..<3 { done.wait() }
-            #expect(results.withLock { $0 } == ["bad": false, "dependent": false, "neighbour": true])
-        }
-        store.close()
-        let sessions = try open().loadAll().sessions
-        #expect(sessions.first { $0.record.id == "a" }?.transactions.isEmpty == true)
-        #expect(sessions.first { $0.record.id == "c" }?.transactions.map(\.version) == Array(1...5))
+        try contract.aWriteWhoseEarlierWriteFailedIsRefusedUnwritten(rounds: 5)
     }
 
     /// A server that drops navd's connection (a restart, a failover) fails the batch in flight,
@@ -237,15 +137,4 @@ struct PostgresSessionStoreTests {
     var database: String { String(url.split(separator: "/").last ?? "") }
 
     func server() throws -> PostgresServer { try PostgresServer.shared() }
-
-    func commit(_ store: PostgresSessionStore, _ writes: [StoreWrite]) throws {
-        let outcome = Mutex<Result<Void, StorageError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        store.commit(writes) { result in
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        try outcome.withLock { $0 }?.get()
-    }
 }

@@ -15,20 +15,8 @@ import TestSupport
         try SQLiteSessionStore(directory: directory, retention: retention ?? self.retention)
     }
 
-    func record(_ id: String) -> SessionRecord {
-        SessionRecord(id: id, tokenHash: TokenHash.sha256(Array("token-\(id)".utf8)), feature: "counter", created: 1_700_000_000.5)
-    }
-
-    func snapshot(version: Int, last: Int, state: String = #"{"count":0}"#) -> SessionSnapshot {
-        SessionSnapshot(version: version, lastSequence: last, nextSerial: 7, state: Array(state.utf8), tree: Array(#"{"id":"root"}"#.utf8),
-                        extras: Array(#"{"deadline":12.5}"#.utf8))
-    }
-
-    func transaction(version: Int, events: ClosedRange<Int>, data: String = #"{"count":1}"#) -> SessionTransaction {
-        SessionTransaction(version: version, lastSequence: events.upperBound, nextSerial: 7 + version,
-                           statePatch: Array(#"[{"op":"replace","path":"/count","value":\#(version)}]"#.utf8),
-                           events: events.map { StoredEvent(sequence: $0, kind: "state", data: Array(data.utf8)) })
-    }
+    /// The scenarios every engine owes the server, on this suite's directory.
+    var contract: StoreContract { StoreContract { try open($0) } }
 
     @Test func theDataDirectoryIsCreatedWithItsParentsPrivateToNavd() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -48,21 +36,7 @@ import TestSupport
 
     @Test func whatIsCommittedComesBackAfterAReopen() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try open()
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
-        try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...2)),
-                           .create(record("b"), snapshot(version: 0, last: 0))])
-        try commit(store, [.transaction(id: "a", transaction(version: 2, events: 3...3))])
-        store.close()
-
-        let loaded = try open().loadAll()
-        #expect(loaded.failed.isEmpty)
-        #expect(loaded.sessions.map(\.record.id).sorted() == ["a", "b"])
-        let a = try #require(loaded.sessions.first { $0.record.id == "a" })
-        #expect(a.record == record("a"))
-        #expect(a.snapshot == snapshot(version: 0, last: 0))
-        #expect(a.transactions == [transaction(version: 1, events: 1...2), transaction(version: 2, events: 3...3)])
-        #expect(a.events.map(\.sequence) == [1, 2, 3])
+        try contract.whatIsCommittedComesBack()
     }
 
     /// How long each session had gone unused comes back after a reopen, by the store's clock:
@@ -123,37 +97,14 @@ import TestSupport
 
     @Test func aSnapshotDropsTheTransactionsItCoversAndTrimsEventsToTheBuffer() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try open()
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
-        for version in 1...12 {
-            try commit(store, [.transaction(id: "a", transaction(version: version, events: version...version))])
-        }
-        try commit(store, [.snapshot(id: "a", snapshot(version: 12, last: 12, state: #"{"count":12}"#)),
-                           .transaction(id: "a", transaction(version: 13, events: 13...13))])
-        store.close()
-
-        let a = try #require(try open().loadAll().sessions.first)
-        #expect(a.snapshot == snapshot(version: 12, last: 12, state: #"{"count":12}"#))
-        #expect(a.transactions == [transaction(version: 13, events: 13...13)], "the snapshot covers 1…12")
-        // What the buffer of eight holds: 6…13.
-        #expect(a.events.map(\.sequence) == Array(6...13))
+        try contract.aSnapshotDropsTheTransactionsItCovers()
         #expect(try rowCounts() == [1, 9], "rows 5…12 were kept at the snapshot for their events, then 13")
     }
 
     @Test func eventsAreTrimmedByBytesToo() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let retention = EventRetention(count: 100, bytes: 2500)
-        let store = try open(retention)
-        let big = "\"" + String(repeating: "x", count: 998) + "\""  // 1000 bytes
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
-        for version in 1...5 {
-            try commit(store, [.transaction(id: "a", transaction(version: version, events: version...version, data: big))])
-        }
-        try commit(store, [.snapshot(id: "a", snapshot(version: 5, last: 5))])
-        store.close()
+        try contract.eventsAreTrimmedByBytes(EventRetention(count: 100, bytes: 2500))
         #expect(try rowCounts() == [1, 3], "rows 3…5 could hold kept events")
-        let a = try #require(try open(retention).loadAll().sessions.first)
-        #expect(a.events.map(\.sequence) == [4, 5], "the newest events within 2,500 bytes")
     }
 
     /// Replaying a transaction needs its events, however few the buffer keeps: more events since
@@ -174,19 +125,8 @@ import TestSupport
 
     @Test func aDeletedSessionLeavesNothingBehind() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try open()
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)),
-                           .transaction(id: "a", transaction(version: 1, events: 1...1))])
-        try commit(store, [.delete(id: "a")])
-        // A batch that was in flight when the session ended is not kept.
-        try commit(store, [.transaction(id: "a", transaction(version: 2, events: 2...2))])
-        store.close()
-        #expect(try rowCounts() == [0, 0])
-        let reopened = try open()
-        #expect(try reopened.loadAll().sessions.isEmpty)
-        reopened.close()
-        let counts = try rowCounts()
-        #expect(counts == [0, 0])
+        try contract.aDeletedSessionIsGone()
+        #expect(try rowCounts() == [1, 0], "only the other session's record")
     }
 
     /// Pages a deletion freed go back to the file system, a step after each commit and the rest
@@ -236,61 +176,12 @@ import TestSupport
 
     @Test func manyConcurrentCommitsShareSyncs() async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try open()
-        try commit(store, (0..<64).map { .create(record("s\($0)"), snapshot(version: 0, last: 0)) })
-        await withTaskGroup(of: Void.self) { group in
-            for session in 0..<64 {
-                group.addTask {
-                    for version in 1...10 {
-                        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                            store.commit([.transaction(id: "s\(session)", transaction(version: version, events: version...version))]) { _ in done.resume() }
-                        }
-                    }
-                }
-            }
-        }
-        let statistics = store.statistics()
-        #expect(statistics.writes == 641)
-        #expect(statistics.failedCommits == 0)
-        #expect(statistics.commits < statistics.writes, "requests that arrive during a sync share the next one")
-        #expect(statistics.latencyCounts.last == statistics.commits)
-        #expect(statistics.bytesOnDisk > 0)
-        store.close()
-        let sessions = try open().loadAll().sessions
-        #expect(sessions.count == 64)
-        #expect(sessions.allSatisfy { $0.transactions.map(\.version) == Array(1...10) })
+        #expect(try await contract.concurrentCommitsShareCommits().bytesOnDisk > 0)
     }
 
-    /// A session's writes are pipelined, each a patch on the one before: once one fails, a later
-    /// one that depends on it is refused unwritten, in the same batch or a later one, while an
-    /// independent neighbour is still committed.
     @Test func aWriteWhoseEarlierWriteFailedIsRefusedUnwritten() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = try open()
-        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("c"), snapshot(version: 0, last: 0))])
-        for round in 1...10 {
-            let failed = Atomic<Bool>(false)
-            let results = Mutex<[String: Bool]>([:])
-            let done = DispatchSemaphore(value: 0)
-            func finish(_ name: String) -> @Sendable (Result<Void, StorageError>) -> Void {
-                { result in
-                    if name == "bad", case .failure = result { failed.store(true, ordering: .relaxed) }
-                    results.withLock { $0[name] = (try? result.get()) != nil }
-                    done.signal()
-                }
-            }
-            // A create of an existing id fails (its primary key); the transaction after it depends on it.
-            store.commit([.create(record("a"), snapshot(version: 0, last: 0))], completion: finish("bad"))
-            store.commit([.transaction(id: "a", transaction(version: round, events: round...round))],
-                         admissible: { !failed.load(ordering: .relaxed) }, completion: finish("dependent"))
-            store.commit([.transaction(id: "c", transaction(version: round, events: round...round))], completion: finish("neighbour"))
-            for _ in 0..<3 { done.wait() }
-            #expect(results.withLock { $0 } == ["bad": false, "dependent": false, "neighbour": true])
-        }
-        store.close()
-        let sessions = try open().loadAll().sessions
-        #expect(sessions.first { $0.record.id == "a" }?.transactions.isEmpty == true, "nothing of the refused writes is on disk")
-        #expect(sessions.first { $0.record.id == "c" }?.transactions.map(\.version) == Array(1...10))
+        try contract.aWriteWhoseEarlierWriteFailedIsRefusedUnwritten(rounds: 10)
     }
 
     @Test func aBatchIsOneJournalRowAndItsEventsComeBackExactly() throws {
@@ -538,17 +429,6 @@ import TestSupport
         let filler = (directory as NSString).appendingPathComponent("filler")
         _ = try? run("/bin/dd", "if=/dev/zero", "of=\(filler)", "bs=64k", "count=100")
         return filler
-    }
-
-    func commit(_ store: SQLiteSessionStore, _ writes: [StoreWrite]) throws {
-        let outcome = Mutex<Result<Void, StorageError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        store.commit(writes) { result in
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        try outcome.withLock { $0 }?.get()
     }
 
     /// A store as navd wrote it before the journal: transactions and events in two tables.
