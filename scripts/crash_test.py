@@ -854,13 +854,17 @@ def pick_operation(rng, session):
     return choose(rng, options)
 
 
-class Worker(threading.Thread):
-    """Sends a stream of user actions to random sessions over one keep-alive connection."""
+class LoadThread(threading.Thread):
+    """A thread of the load: one step at a time while navd runs, each on a client of the navd
+    running now. A connection lost to a kill leaves the step's outcome unknown (the step has
+    said what it left uncertain) and the client is made anew; a crash of its own fails the test."""
 
-    def __init__(self, world, sessions, index, rng):
-        super().__init__(name=f"client-{index}", daemon=True)
-        self.world, self.sessions, self.rng = world, sessions, rng
+    def __init__(self, world, name):
+        super().__init__(name=name, daemon=True)
+        self.world = world
         self.working = False
+        # What the step has in flight, for the report of a connection lost under it.
+        self.in_flight = "a request"
 
     def run(self):
         try:
@@ -882,37 +886,51 @@ class Worker(threading.Thread):
                 if client:
                     client.close()
                 client, client_generation = Client(port), generation
-            session = self.rng.choice(self.sessions)
-            method, path, body, delta = pick_operation(self.rng, session)
-            if delta:
-                with session.lock:
-                    if delta > 0:
-                        session.uncertain_up += 1
-                    else:
-                        session.uncertain_down += 1
             try:
-                raw = json.dumps(body).encode() if body is not None else None
-                status, text = client.call(method, path, session.token, raw_body=raw)
+                self.step(client, generation)
             except CONNECTION_ERRORS as error:
-                # Unknown outcome: the change may or may not have been made; it stays uncertain.
-                self.world.lost(generation, f"{method} {path}", error, worker=True)
+                self.world.lost(generation, self.in_flight, error, worker=True)
+                self.world.count("requests in flight at a kill")
                 client.close()
                 client_generation = None
-                self.world.count("requests in flight at a kill")
-                self.working = False
-                self.world.end_work()
-                continue
-            if delta:
-                with session.lock:
-                    if delta > 0:
-                        session.uncertain_up -= 1
-                    else:
-                        session.uncertain_down -= 1
-                    if status == 200:
-                        session.acked_delta += delta
-            self.outcome(session, method, path, body, status, text, generation)
             self.working = False
             self.world.end_work()
+            self.pause()
+
+    def step(self, client, generation):
+        raise NotImplementedError
+
+    def pause(self):
+        pass
+
+
+class Worker(LoadThread):
+    def __init__(self, world, sessions, index, rng):
+        super().__init__(world, f"client-{index}")
+        self.sessions, self.rng = sessions, rng
+
+    def step(self, client, generation):
+        session = self.rng.choice(self.sessions)
+        method, path, body, delta = pick_operation(self.rng, session)
+        if delta:
+            with session.lock:
+                if delta > 0:
+                    session.uncertain_up += 1
+                else:
+                    session.uncertain_down += 1
+        # Lost, the change may or may not have been made: it stays uncertain.
+        self.in_flight = f"{method} {path}"
+        raw = json.dumps(body).encode() if body is not None else None
+        status, text = client.call(method, path, session.token, raw_body=raw)
+        if delta:
+            with session.lock:
+                if delta > 0:
+                    session.uncertain_up -= 1
+                else:
+                    session.uncertain_down -= 1
+                if status == 200:
+                    session.acked_delta += delta
+        self.outcome(session, method, path, body, status, text, generation)
 
     def outcome(self, session, method, path, body, status, text, generation):
         world = self.world
@@ -932,57 +950,33 @@ class Worker(threading.Thread):
                        f"{status}: {text[:300]!r}")
 
 
-class Lifecycle(threading.Thread):
+class Lifecycle(LoadThread):
     """Creates counter sessions (deep-linked to a count), increments them and deletes some: a 201
     must survive any crash after it, and a 204 must stay deleted."""
 
     def __init__(self, world, rng):
-        super().__init__(name="lifecycle", daemon=True)
-        self.world, self.rng = world, rng
-        self.working = False
+        super().__init__(world, "lifecycle")
+        self.rng = rng
         self.lock = threading.Lock()
         self.sessions = []
-
-    def run(self):
-        try:
-            self.work()
-        except Exception:
-            self.world.fail(f"{self.name} crashed: {traceback.format_exc()}")
-            if self.working:
-                self.world.end_work()
+        self.in_flight = "a lifecycle request"
 
     def snapshot(self):
         with self.lock:
             return list(self.sessions)
 
-    def work(self):
-        client, client_generation = None, None
-        while True:
-            started = self.world.begin_work()
-            if started is None:
-                return
-            self.working = True
-            generation, port = started
-            if client_generation != generation:
-                if client:
-                    client.close()
-                client, client_generation = Client(port), generation
-            alive = [s for s in self.snapshot() if not s.deleted and not s.delete_uncertain]
-            roll = self.rng.random()
-            try:
-                if not alive or (roll < 0.25 and len(alive) < 30):
-                    self.create(client)
-                elif roll < 0.4:
-                    self.delete(client, self.rng.choice(alive))
-                else:
-                    self.increment(client, self.rng.choice(alive))
-            except CONNECTION_ERRORS as error:
-                self.world.lost(generation, "a lifecycle request", error, worker=True)
-                client.close()
-                client_generation = None
-            self.working = False
-            self.world.end_work()
-            time.sleep(0.005)
+    def step(self, client, generation):
+        alive = [s for s in self.snapshot() if not s.deleted and not s.delete_uncertain]
+        roll = self.rng.random()
+        if not alive or (roll < 0.25 and len(alive) < 30):
+            self.create(client)
+        elif roll < 0.4:
+            self.delete(client, self.rng.choice(alive))
+        else:
+            self.increment(client, self.rng.choice(alive))
+
+    def pause(self):
+        time.sleep(0.005)
 
     def create(self, client):
         count = self.rng.randint(-50, 50)
