@@ -23,13 +23,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/navd-metrics.XXXXXX")
 navd_pid=
 cleanup() {
     local status=$?
-    if [[ -n $navd_pid ]] && kill -0 "$navd_pid" 2>/dev/null; then
-        kill -TERM "$navd_pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$navd_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$navd_pid" 2>/dev/null || true
-        wait "$navd_pid" 2>/dev/null || true
-    fi
-    [[ $status -ne 0 && -s $work/navd.log ]] && { echo "--- last lines of navd's log ---" >&2; tail -n 20 "$work/navd.log" >&2; }
+    stop_navd "$status" "$work/navd.log"
     rm -rf "$work"
     exit "$status"
 }

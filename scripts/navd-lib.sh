@@ -1,5 +1,6 @@
 # Sourced by the scripts that check a live navd (schemathesis.sh, python-client-test.sh,
-# check-metrics.sh): starts it on a free loopback port and waits for its "listening" line.
+# check-metrics.sh): starts it on a free loopback port and waits for its "listening" line,
+# and stops it again.
 
 # start_navd NAVD LOG [ARG ...]: runs NAVD on 127.0.0.1 with port 0 and a fact service that is
 # down (a port nothing listens on, 200 ms timeout), plus the given arguments, writing its log to
@@ -21,4 +22,20 @@ start_navd() {
     done
     echo "FAIL: navd did not report its port within 10 s" >&2
     exit 1
+}
+
+# stop_navd STATUS LOG: stops the navd start_navd started (SIGTERM, then SIGKILL if it is still there
+# after 5 s) and, when the script is failing (status in $1), shows the last lines of its log.
+stop_navd() {
+    local status=$1 log=$2
+    if [[ -n ${navd_pid:-} ]] && kill -0 "$navd_pid" 2>/dev/null; then
+        kill -TERM "$navd_pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$navd_pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$navd_pid" 2>/dev/null || true
+        wait "$navd_pid" 2>/dev/null || true
+    fi
+    if [[ $status -ne 0 && -s $log ]]; then
+        echo "--- last lines of navd's log ---" >&2
+        tail -n 20 "$log" >&2
+    fi
 }

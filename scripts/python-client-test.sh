@@ -29,14 +29,7 @@ navd_pid=
 
 cleanup() {
     local status=$?
-    if [[ -n $navd_pid ]] && kill -0 "$navd_pid" 2>/dev/null; then
-        kill -TERM "$navd_pid" 2>/dev/null || true
-        wait "$navd_pid" 2>/dev/null || true
-    fi
-    if [[ $status -ne 0 && -s $work/navd.log ]]; then
-        echo "--- last lines of navd's log ---" >&2
-        tail -n 20 "$work/navd.log" >&2
-    fi
+    stop_navd "$status" "$work/navd.log"
     rm -rf "$work"
     exit "$status"
 }

@@ -44,16 +44,7 @@ navd_pid=
 
 cleanup() {
     local status=$?
-    if [[ -n $navd_pid ]] && kill -0 "$navd_pid" 2>/dev/null; then
-        kill -TERM "$navd_pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$navd_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$navd_pid" 2>/dev/null || true
-        wait "$navd_pid" 2>/dev/null || true
-    fi
-    if [[ $status -ne 0 && -s $work/navd.log ]]; then
-        echo "--- last lines of navd's log ---" >&2
-        tail -n 20 "$work/navd.log" >&2
-    fi
+    stop_navd "$status" "$work/navd.log"
     if [[ ${NAVD_SCHEMATHESIS_KEEP:-0} == 1 ]]; then
         echo "work directory kept: $work" >&2
     else
