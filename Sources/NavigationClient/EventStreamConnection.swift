@@ -18,13 +18,42 @@ enum EventStreamConnection {
         case oversized
     }
 
+    /// The items of one stream, in order. Events the consumer has not read yet hold at most
+    /// `maxEventBytes` between them: URLSession cannot be paused, so a consumer that falls that
+    /// far behind (a main actor busy with a long layout while a server floods) ends the stream
+    /// with an error, and the mirror resumes from the last event it applied.
+    struct Items: AsyncSequence, Sendable {
+        fileprivate let base: AsyncThrowingStream<Item, any Error>
+        fileprivate let unread: UnreadBytes
+
+        struct AsyncIterator: AsyncIteratorProtocol {
+            fileprivate var base: AsyncThrowingStream<Item, any Error>.AsyncIterator
+            fileprivate let unread: UnreadBytes
+
+            mutating func next(isolation actor: isolated (any Actor)?) async throws(any Error) -> Item? {
+                let item = try await base.next(isolation: actor)
+                if case .event(let event)? = item { unread.read(event) }
+                return item
+            }
+
+            mutating func next() async throws -> Item? {
+                try await next(isolation: nil)
+            }
+        }
+
+        func makeAsyncIterator() -> AsyncIterator {
+            AsyncIterator(base: base.makeAsyncIterator(), unread: unread)
+        }
+    }
+
     /// Opens `url`. `idleTimeout` bounds the silence between bytes: navd sends a comment at
     /// least every 15 s, so a longer silence means the connection is gone. `maxEventBytes`
-    /// bounds one event (`ServerSentEventParser.maxEventBytes`).
+    /// bounds one event (`ServerSentEventParser.maxEventBytes`), and the events not read yet.
     static func open(_ url: URL, idleTimeout: TimeInterval, maxEventBytes: Int,
-                     configuration: URLSessionConfiguration = .ephemeral) -> AsyncThrowingStream<Item, any Error> {
-        AsyncThrowingStream(bufferingPolicy: .unbounded) { continuation in
-            let delegate = StreamDelegate(continuation: continuation, maxEventBytes: maxEventBytes)
+                     configuration: URLSessionConfiguration = .ephemeral) -> Items {
+        let unread = UnreadBytes(limit: maxEventBytes)
+        let base = AsyncThrowingStream<Item, any Error>(bufferingPolicy: .unbounded) { continuation in
+            let delegate = StreamDelegate(continuation: continuation, maxEventBytes: maxEventBytes, unread: unread)
             let configuration = configuration.copy() as? URLSessionConfiguration ?? .ephemeral
             configuration.timeoutIntervalForRequest = idleTimeout
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
@@ -38,6 +67,30 @@ enum EventStreamConnection {
             }
             task.resume()
         }
+        return Items(base: base, unread: unread)
+    }
+}
+
+/// The bytes of events handed on but not read yet, shared by the delegate that hands them on
+/// and the consumer that reads them.
+private final class UnreadBytes: Sendable {
+    private let bytes = Atomic<Int>(0)
+    let limit: Int
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Counts `events` as handed on; false when they would take the unread bytes past the limit
+    /// (one event alone always fits: the parser bounds it by the same limit).
+    func handOn(_ events: [ServerSentEvent]) -> Bool {
+        let added = events.reduce(0) { $0 + $1.data.utf8.count }
+        let before = bytes.add(added, ordering: .relaxed).oldValue
+        return before == 0 || before + added <= limit
+    }
+
+    func read(_ event: ServerSentEvent) {
+        bytes.subtract(event.data.utf8.count, ordering: .relaxed)
     }
 }
 
@@ -49,25 +102,56 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
         var retry: Int?
         var opened = false
         var refusal: (status: Int, body: Data)?
+        /// The stream was ended here (a refusal read, a consumer too far behind): what the
+        /// task still reports is ignored.
+        var finished = false
     }
 
+    /// What is kept of an error answer's body, for the error it names.
+    private static let refusalBodyBytes = 4096
+
     private let continuation: AsyncThrowingStream<EventStreamConnection.Item, any Error>.Continuation
+    private let unread: UnreadBytes
     private let state = Mutex(State())
 
-    init(continuation: AsyncThrowingStream<EventStreamConnection.Item, any Error>.Continuation, maxEventBytes: Int) {
+    init(continuation: AsyncThrowingStream<EventStreamConnection.Item, any Error>.Continuation, maxEventBytes: Int,
+         unread: UnreadBytes) {
         self.continuation = continuation
-        state.withLock { $0.parser.maxEventBytes = maxEventBytes }
+        self.unread = unread
+        state.withLock { state in
+            state.parser.maxEventBytes = maxEventBytes
+            // A mirror cannot apply what follows a gap: the stream stops at an oversized event.
+            state.parser.stopsAtOversizedEvent = true
+        }
+    }
+
+    /// A 200 that is not an event stream (a captive portal's page, a proxy's) is refused
+    /// before its body is read, as browsers' EventSource does.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        let http = response as? HTTPURLResponse
+        let type = http?.value(forHTTPHeaderField: "Content-Type")?.split(separator: ";").first?
+            .trimmingCharacters(in: .whitespaces).lowercased()
+        if http?.statusCode == 200, type != "text/event-stream" {
+            finish(throwing: NavdError.invalidResponse("the event stream answered 200 with \(type ?? "no") Content-Type"))
+            return completionHandler(.cancel)
+        }
+        completionHandler(.allow)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let status = (dataTask.response as? HTTPURLResponse)?.statusCode ?? 0
-        let items: [EventStreamConnection.Item] = state.withLock { state in
+        enum Next { case handOn([EventStreamConnection.Item]), refuse(NavdError), fellBehind }
+        let next: Next = state.withLock { state in
+            if state.finished { return .handOn([]) }
             if status != 200 {
-                // An error answer: keep (a bounded part of) its body for the error it names.
+                // An error answer: its body names the error. Answered as soon as it reads as
+                // JSON or fills what is kept of it, so a body that never ends holds nothing.
                 var refusal = state.refusal ?? (status, Data())
-                if refusal.body.count < 4096 { refusal.body.append(data.prefix(4096 - refusal.body.count)) }
+                refusal.body.append(data.prefix(Self.refusalBodyBytes - refusal.body.count))
                 state.refusal = refusal
-                return []
+                let complete = refusal.body.count >= Self.refusalBodyBytes || (try? JSONDecoder().decode(JSONValue.self, from: refusal.body)) != nil
+                return complete ? .refuse(Self.refusal(status: status, body: refusal.body)) : .handOn([])
             }
             var items: [EventStreamConnection.Item] = []
             if !state.opened {
@@ -79,26 +163,49 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
                 state.retry = retry
                 items.append(.retry(retry))
             }
+            guard unread.handOn(events) else { return .fellBehind }
             items += events.map(EventStreamConnection.Item.event)
             if state.parser.oversizedEvents > 0 { items.append(.oversized) }
-            return items
+            return .handOn(items)
         }
-        for item in items { continuation.yield(item) }
+        switch next {
+        case .handOn(let items):
+            for item in items { continuation.yield(item) }
+        case .refuse(let error):
+            finish(throwing: error)
+            dataTask.cancel()
+        case .fellBehind:
+            finish(throwing: NavdError.transport("events arrived faster than they were read (over \(unread.limit) bytes unread)"))
+            dataTask.cancel()
+        }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        defer { session.finishTasksAndInvalidate() }
         let status = (task.response as? HTTPURLResponse)?.statusCode ?? 0
         let refusal = state.withLock { $0.refusal }
         if status != 0 && status != 200 {
-            let body = refusal?.body ?? Data()
-            let json = (try? JSONDecoder().decode(JSONValue.self, from: body)) ?? .null
-            continuation.finish(throwing: NavdError.server(status: status, code: NavdErrorCode(json["error"]?["code"]?.stringValue ?? "http_error"),
-                                                           message: json["error"]?["message"]?.stringValue ?? "event stream refused"))
+            finish(throwing: Self.refusal(status: status, body: refusal?.body ?? Data()))
         } else if let error {
-            continuation.finish(throwing: NavdError.transport(String(describing: error)))
+            finish(throwing: NavdError.transport(String(describing: error)))
         } else {
-            continuation.finish()
+            finish(throwing: nil)
         }
-        session.finishTasksAndInvalidate()
+    }
+
+    /// Ends the stream once; what the task reports after that is ignored.
+    private func finish(throwing error: NavdError?) {
+        let first = state.withLock { state in
+            defer { state.finished = true }
+            return !state.finished
+        }
+        guard first else { return }
+        continuation.finish(throwing: error)
+    }
+
+    private static func refusal(status: Int, body: Data) -> NavdError {
+        let json = (try? JSONDecoder().decode(JSONValue.self, from: body)) ?? .null
+        return NavdError.server(status: status, code: NavdErrorCode(json["error"]?["code"]?.stringValue ?? "http_error"),
+                                message: json["error"]?["message"]?.stringValue ?? "event stream refused")
     }
 }

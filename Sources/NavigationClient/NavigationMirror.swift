@@ -86,6 +86,11 @@ public final class NavigationMirror {
     private func run() async {
         var attempt = 0
         while !Task.isCancelled, connection != .ended {
+            // A stream that moved the tree on, or held for a while, starts the back-off over;
+            // one that only gave a snapshot the next event did not fit does not, so a mirror
+            // that keeps falling out of step backs off instead of fetching snapshots in a loop.
+            var progressed = false
+            let opened = ContinuousClock.now
             do {
                 let ticket: String
                 do { ticket = try await session.streamTicket() } catch {
@@ -102,8 +107,7 @@ public final class NavigationMirror {
                     case .retry(let milliseconds):
                         serverRetry = .milliseconds(milliseconds)
                     case .event(let event):
-                        try receive(event)
-                        attempt = 0
+                        if try receive(event) { progressed = true }
                     case .oversized:
                         return finish("eventTooLarge")
                     }
@@ -118,22 +122,32 @@ public final class NavigationMirror {
                 lastEventID = nil
             }
             guard !Task.isCancelled, connection != .ended else { return }
+            if progressed || ContinuousClock.now - opened >= Self.steadyStream { attempt = 0 }
             connection = .reconnecting
             try? await Task.sleep(for: delay(attempt))
             attempt += 1
         }
     }
 
-    private func receive(_ message: ServerSentEvent) throws {
-        let id = message.id.flatMap { Int($0) }
-        guard let event = try NavigationEvent(type: message.type, data: Data(message.data.utf8)) else { return }
-        if case .snapshot = event {} else if let id, let last = lastEventID, id <= last { return }
+    /// Applies one event; true when it moved the tree on from a snapshot (any applied event
+    /// but a snapshot).
+    private func receive(_ message: ServerSentEvent) throws -> Bool {
+        // Only an event's own id says it was applied before; one it inherited from an earlier
+        // event says nothing (navd gives every event its own).
+        let id = message.hasOwnID ? message.id.flatMap { Int($0) } : nil
+        guard let event = try NavigationEvent(type: message.type, data: Data(message.data.utf8)) else { return false }
+        if case .snapshot = event {} else if let id, let last = lastEventID, id <= last { return false }
         try NavigationTree.apply(event, to: &tree)
         if let id { lastEventID = id }
         if case .snapshot(let version, _) = event { snapshotVersion = version }
         onEvent?(id, event)
         if case .end(let reason) = event { finish(reason) }
+        if case .snapshot = event { return false }
+        return true
     }
+
+    /// How long a stream must have held for its end to start the back-off over.
+    private static let steadyStream: Duration = .seconds(10)
 
     private func streamURL(ticket: String) throws(NavdError) -> URL {
         let url = session.client.baseURL.appending(path: session.path("/events"))

@@ -148,4 +148,32 @@ public struct NavigationNode: Sendable, Hashable, Codable, Identifiable {
     var allIDs: [String] {
         [id] + presentations.flatMap(\.allIDs) + stacks.flatMap { stack in stack.elements.flatMap(\.allIDs) }
     }
+
+    var allStackIDs: [String] {
+        stacks.map(\.id) + children.flatMap(\.allStackIDs)
+    }
+
+    /// Features in the deepest path from here down, this one included.
+    var height: Int {
+        1 + (children.map(\.height).max() ?? 0)
+    }
+
+    /// How deep the node with that id sits below this one (this one is 1); nil if it is not here.
+    func depth(of id: String) -> Int? {
+        if self.id == id { return 1 }
+        for child in children { if let depth = child.depth(of: id) { return depth + 1 } }
+        return nil
+    }
+
+    /// How deep the owner of the stack with that id sits (this one is 1); nil if it is not here.
+    func depth(ofStack id: String) -> Int? {
+        if stacks.contains(where: { $0.id == id }) { return 1 }
+        for child in children { if let depth = child.depth(ofStack: id) { return depth + 1 } }
+        return nil
+    }
+
+    /// Presentations, then stack elements, in order.
+    private var children: [NavigationNode] {
+        presentations + stacks.flatMap(\.elements)
+    }
 }

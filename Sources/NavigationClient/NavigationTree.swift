@@ -2,10 +2,16 @@
 /// `snapshot` and the events after it equals `GET …/navigation` (API.md, invariant 8).
 /// Strict: an event that does not fit throws and leaves the tree as it was.
 public enum NavigationTree {
+    /// The deepest a feature may sit (the root is 1): what a snapshot's JSON can hold, and far
+    /// more than any server's screens nest (navd stops at 64). The tree is walked by recursion,
+    /// so a stream that nested presentations without end would otherwise exhaust the stack.
+    public static let maxDepth = 250
+
     /// Applies one event to `tree` (a `snapshot` replaces it); throws, leaving it as it was,
     /// when the event does not fit.
     public static func apply(_ event: NavigationEvent, to tree: inout NavigationNode?) throws(MirrorError) {
         if case .snapshot(_, let navigation) = event {
+            guard navigation.height <= maxDepth else { throw MirrorError(description: "snapshot deeper than \(maxDepth) features") }
             try requireUnique(navigation)
             tree = navigation
             return
@@ -21,7 +27,10 @@ public enum NavigationTree {
         case .snapshot, .end:
             return
         case .present(let present):
-            try requireNew(present.id, in: root)
+            try requireNew(present.id, stacks: present.stacks.map(\.id), in: root)
+            guard (root.depth(of: present.parent) ?? 0) < maxDepth else {
+                throw MirrorError(description: "present \(present.id): deeper than \(maxDepth) features")
+            }
             let node = NavigationNode(id: present.id, feature: present.feature, slot: present.slot, style: present.style,
                                       alert: present.alert, anchor: present.anchor, state: present.state,
                                       stacks: present.stacks.map { NavigationStack(id: $0.id, slot: $0.slot) })
@@ -33,7 +42,10 @@ public enum NavigationTree {
             try removePresentation(id, from: &root, removed: &removed)
             if !removed { throw MirrorError(description: "dismiss: \(id) is not presented") }
         case .push(let push):
-            try requireNew(push.id, in: root)
+            try requireNew(push.id, stacks: push.stacks.map(\.id), in: root)
+            guard (root.depth(ofStack: push.stack) ?? 0) < maxDepth else {
+                throw MirrorError(description: "push \(push.id): deeper than \(maxDepth) features")
+            }
             let node = NavigationNode(id: push.id, feature: push.feature, state: push.state,
                                       stacks: push.stacks.map { NavigationStack(id: $0.id, slot: $0.slot) })
             guard try root.modifyStack(push.stack, { stack throws(MirrorError) in
@@ -73,12 +85,20 @@ public enum NavigationTree {
         }
     }
 
-    private static func requireNew(_ id: String, in root: NavigationNode) throws(MirrorError) {
+    /// A new feature's id, and its stacks' ids, must not be on screen already: a `pop` or a
+    /// `push` names a stack by id alone.
+    private static func requireNew(_ id: String, stacks: [String], in root: NavigationNode) throws(MirrorError) {
         if root.find(id) != nil { throw MirrorError(description: "\(id) is already on screen") }
+        let onScreen = Set(root.allStackIDs)
+        if Set(stacks).count != stacks.count || stacks.contains(where: onScreen.contains) {
+            throw MirrorError(description: "\(id) brings a stack id already on screen")
+        }
     }
 
     private static func requireUnique(_ tree: NavigationNode) throws(MirrorError) {
-        let ids = tree.allIDs
-        if Set(ids).count != ids.count { throw MirrorError(description: "snapshot with a repeated id") }
+        let ids = tree.allIDs, stacks = tree.allStackIDs
+        if Set(ids).count != ids.count || Set(stacks).count != stacks.count {
+            throw MirrorError(description: "snapshot with a repeated id")
+        }
     }
 }

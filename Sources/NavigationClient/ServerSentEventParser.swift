@@ -1,15 +1,20 @@
 /// One dispatched server-sent event.
 public struct ServerSentEvent: Sendable, Hashable {
-    /// The `id:` it carried, if any.
+    /// The stream's last event id when it was dispatched (what `Last-Event-ID` resumes from):
+    /// its own `id:`, or an earlier event's when it carried none.
     public var id: String?
+    /// Whether the event's own `id:` field set `id`. One that only inherited an earlier id is
+    /// not a repeat of that event.
+    public var hasOwnID: Bool
     /// The `event:` name; `message` when none was sent.
     public var type: String
     /// The `data:` lines, joined by newlines.
     public var data: String
 
-    /// An event as the parser dispatches it.
-    public init(id: String?, type: String, data: String) {
+    /// An event as the parser dispatches it; `hasOwnID` defaults to whether there is an `id`.
+    public init(id: String?, type: String, data: String, hasOwnID: Bool? = nil) {
         self.id = id
+        self.hasOwnID = hasOwnID ?? (id != nil)
         self.type = type
         self.data = data
     }
@@ -26,20 +31,30 @@ public struct ServerSentEventParser: Sendable {
     /// Events dropped whole for being over `maxEventBytes`. Never delivered in part: a cut
     /// snapshot would decode as garbage, or worse, as a smaller tree.
     public private(set) var oversizedEvents = 0
+    /// The most an event's lines may hold, so a hostile stream cannot grow memory without
+    /// bound: every byte kept counts, a data line's newline included. navd's largest event is a
+    /// snapshot of a whole tree, which session limits keep far below this.
+    public var maxEventBytes = 64 << 20
+    /// Stop at the first event over `maxEventBytes`: nothing after it is dispatched, for a
+    /// reader that cannot go on past a gap (a mirror of a tree). Off, the stream goes on.
+    public var stopsAtOversizedEvent = false
+
     private var line: [UInt8] = []
+    /// Whether the current line has any byte, kept or skipped: only a line with none ends an event.
+    private var lineIsEmpty = true
     private var afterCR = false
     /// Bytes of a byte order mark matched at the start of the stream; nil once past it.
     private var byteOrderMark: Int? = 0
-    private var type = ""
-    private var data: [String] = []
-    private var dataBytes = 0
+    private var type: [UInt8] = []
+    /// The data lines so far, joined by newlines as they come: one buffer, so an event of many
+    /// short lines costs what its bytes do.
+    private var data: [UInt8] = []
     private var hasData = false
+    private var hasOwnID = false
     /// The event being read went over `maxEventBytes`: the rest of it is skipped.
     private var oversized = false
-    /// The most an event's lines may hold, so a hostile stream cannot grow memory without
-    /// bound. navd's largest event is a snapshot of a whole tree, which session limits keep far
-    /// below this.
-    public var maxEventBytes = 64 << 20
+    /// An oversized event was met with `stopsAtOversizedEvent`.
+    private var stopped = false
 
     private static let byteOrderMarkBytes: [UInt8] = [0xEF, 0xBB, 0xBF]
 
@@ -50,6 +65,7 @@ public struct ServerSentEventParser: Sendable {
     public mutating func feed(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
         for byte in bytes {
+            if stopped { break }
             if let matched = byteOrderMark {
                 if byte == Self.byteOrderMarkBytes[matched] {
                     byteOrderMark = matched + 1 == Self.byteOrderMarkBytes.count ? nil : matched + 1
@@ -73,48 +89,62 @@ public struct ServerSentEventParser: Sendable {
         case 0x0D: afterCR = true; if let event = endLine() { events.append(event) }
         case 0x0A: if let event = endLine() { events.append(event) }
         default:
+            lineIsEmpty = false
             guard !oversized else { return }
-            if line.count + dataBytes < maxEventBytes {
+            if line.count + data.count + type.count < maxEventBytes {
                 line.append(byte)
             } else {
                 // What was read of it goes at once: nothing of it will be delivered.
                 oversized = true
-                line.removeAll()
+                line = []
                 data = []
-                dataBytes = 0
+                type = []
+                if stopsAtOversizedEvent {
+                    oversizedEvents += 1
+                    stopped = true
+                }
             }
         }
     }
 
     private mutating func endLine() -> ServerSentEvent? {
-        defer { line.removeAll(keepingCapacity: line.capacity <= 64 << 10) }
-        if line.isEmpty {
-            defer { type = ""; data = []; dataBytes = 0; hasData = false; oversized = false }
+        defer {
+            line.removeAll(keepingCapacity: line.capacity <= 64 << 10)
+            lineIsEmpty = true
+        }
+        if lineIsEmpty {
+            defer { type = []; data = []; hasData = false; hasOwnID = false; oversized = false }
             if oversized {
                 oversizedEvents += 1
                 return nil
             }
             guard hasData else { return nil }
-            return ServerSentEvent(id: lastEventID, type: type.isEmpty ? "message" : type, data: data.joined(separator: "\n"))
+            return ServerSentEvent(id: lastEventID, type: type.isEmpty ? "message" : String(decoding: type, as: UTF8.self),
+                                   data: String(decoding: data, as: UTF8.self), hasOwnID: hasOwnID)
         }
-        if oversized { return nil }
-        if line.first == UInt8(ascii: ":") { return nil }
-        let text = String(decoding: line, as: UTF8.self)
-        let field: Substring
-        var value: Substring
-        if let colon = text.firstIndex(of: ":") {
-            field = text[..<colon]
-            value = text[text.index(after: colon)...]
-            if value.first == " " { value = value.dropFirst() }
-        } else {
-            field = Substring(text)
-            value = ""
-        }
-        switch field {
-        case "event": type = String(value)
-        case "data": data.append(String(value)); dataBytes += value.utf8.count + 1; hasData = true
-        case "id": if !value.contains("\0") { lastEventID = String(value) }
-        case "retry": if !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let milliseconds = Int(value) { retry = milliseconds }
+        if oversized || line.first == UInt8(ascii: ":") { return nil }
+        // Split at the first colon, on the bytes (the spec's code points, not characters: a
+        // combining mark after the colon belongs to the value); one space after it is dropped.
+        let colon = line.firstIndex(of: UInt8(ascii: ":"))
+        let field = line[..<(colon ?? line.endIndex)]
+        var value = colon.map { line[(line.index(after: $0))...] } ?? []
+        if value.first == UInt8(ascii: " ") { value = value.dropFirst() }
+        switch String(decoding: field, as: UTF8.self) {
+        case "event":
+            type = Array(value)
+        case "data":
+            if hasData { data.append(0x0A) }
+            data.append(contentsOf: value)
+            hasData = true
+        case "id":
+            if !value.contains(0) {
+                lastEventID = String(decoding: value, as: UTF8.self)
+                hasOwnID = true
+            }
+        case "retry":
+            if !value.isEmpty, value.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let milliseconds = Int(String(decoding: value, as: UTF8.self)) {
+                retry = milliseconds
+            }
         default: break
         }
         return nil

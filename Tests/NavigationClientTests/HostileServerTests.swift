@@ -1,0 +1,254 @@
+import Foundation
+import NavigationClient
+import Synchronization
+import Testing
+@testable import TestSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What the client does with a server that is buggy, hostile or not navd at all: bounded in
+/// memory and depth, never applying an event over a gap, backing off when it keeps falling out
+/// of step, and never held by an answer that does not end.
+struct HostileStreamParsingTests {
+    /// The rest of an event over the limit is not an event of its own, however its lines fall.
+    @Test func theTailOfAnOversizedEventIsNotDispatched() {
+        var parser = ServerSentEventParser()
+        parser.maxEventBytes = 16
+        let events = parser.feed(Array("id: 5\nevent: snapshot\ndata: 0123456789abcdefghij\ndata: {}\nevent: end\n\nid: 6\ndata: ok\n\n".utf8))
+        #expect(parser.oversizedEvents == 1)
+        #expect(events == [ServerSentEvent(id: "6", type: "message", data: "ok")])
+    }
+
+    /// A reader that cannot go on past a gap gets nothing after an oversized event, even what
+    /// arrived in the same bytes.
+    @Test func aParserThatStopsAtAnOversizedEventDispatchesNothingAfterIt() {
+        var parser = ServerSentEventParser()
+        parser.maxEventBytes = 16
+        parser.stopsAtOversizedEvent = true
+        let events = parser.feed(Array("id: 1\ndata: a\n\nid: 2\ndata: 0123456789abcdefghij\n\nid: 3\ndata: c\n\n".utf8))
+        #expect(events == [ServerSentEvent(id: "1", type: "message", data: "a")])
+        #expect(parser.oversizedEvents == 1)
+        #expect(parser.feed(Array("id: 4\ndata: d\n\n".utf8)).isEmpty)
+    }
+
+    /// Many empty data lines cost a byte each: what an event keeps stays within the limit.
+    @Test func emptyDataLinesCountAgainstTheLimit() {
+        var parser = ServerSentEventParser()
+        parser.maxEventBytes = 1000
+        let lines = String(repeating: "data:\n", count: 1200) + "\n" + String(repeating: "data:\n", count: 900) + "\n"
+        let events = parser.feed(Array(lines.utf8))
+        #expect(parser.oversizedEvents == 1)
+        #expect(events.map(\.data) == [String(repeating: "\n", count: 899)])
+    }
+
+    /// An event without an `id:` of its own carries the last one (as the spec says) but is marked
+    /// as not its own.
+    @Test func anInheritedIdIsNotTheEventsOwn() {
+        var parser = ServerSentEventParser()
+        let events = parser.feed(Array("id: 1\ndata: a\n\ndata: b\n\nid: \0x\ndata: c\n\n".utf8))
+        #expect(events.map(\.id) == ["1", "1", "1"])
+        #expect(events.map(\.hasOwnID) == [true, false, false], "an id with NUL is ignored")
+    }
+
+    /// Fields split at the colon's code point: a combining mark after it is the value's.
+    @Test func fieldsSplitAtTheColonCodePoint() {
+        var parser = ServerSentEventParser()
+        #expect(parser.feed(Array("data:\u{301}x\n\n".utf8)).map(\.data) == ["\u{301}x"])
+        #expect(parser.feed(Array("data: \u{301}y\n\n".utf8)).map(\.data) == ["\u{301}y"])
+    }
+}
+
+struct HostileTreeTests {
+    func event(_ type: String, _ data: String) throws -> NavigationEvent {
+        try #require(try NavigationEvent(type: type, data: Data(data.utf8)))
+    }
+
+    /// Presentations nest only so deep: the tree is walked by recursion.
+    @Test func presentationsNestOnlySoDeep() throws {
+        var tree: NavigationNode? = NavigationNode(id: "root", feature: "app")
+        var parent = "root"
+        var depth = 1
+        while depth <= NavigationTree.maxDepth + 5 {
+            let present = try event("present", #"{"id":"p\#(depth)","parent":"\#(parent)","slot":"destination","style":"sheet","feature":"f","state":{},"stacks":[]}"#)
+            do { try NavigationTree.apply(present, to: &tree) } catch { break }
+            parent = "p\(depth)"
+            depth += 1
+        }
+        #expect(depth == NavigationTree.maxDepth, "the root and \(NavigationTree.maxDepth - 1) presentations fit, no more")
+        #expect(tree?.find("p\(NavigationTree.maxDepth - 1)") != nil)
+    }
+
+    /// A stack element pushed below the deepest feature is refused too.
+    @Test func stackElementsNestOnlySoDeep() throws {
+        var node = NavigationNode(id: "deep", feature: "f", stacks: [NavigationStack(id: "s-deep", slot: "path")])
+        for level in stride(from: NavigationTree.maxDepth - 1, through: 1, by: -1) {
+            node = NavigationNode(id: "n\(level)", feature: "f", slot: "destination", style: .sheet, presentations: [node])
+        }
+        var tree: NavigationNode? = node
+        #expect(throws: MirrorError.self) {
+            try NavigationTree.apply(try event("push", #"{"stack":"s-deep","id":"e1","index":0,"feature":"f","state":{},"stacks":[]}"#), to: &tree)
+        }
+    }
+
+    /// A stack id already on screen is refused, in a presentation, a push or a snapshot: `pop`
+    /// and `push` name a stack by its id alone.
+    @Test func aStackIdOnScreenIsNotTakenAgain() throws {
+        var tree: NavigationNode? = NavigationNode(id: "root", feature: "app", stacks: [NavigationStack(id: "s1", slot: "path")])
+        #expect(throws: MirrorError.self) {
+            try NavigationTree.apply(try event("present", #"{"id":"p1","parent":"root","slot":"destination","style":"sheet","feature":"f","state":{},"stacks":[{"id":"s1","slot":"path"}]}"#), to: &tree)
+        }
+        #expect(throws: MirrorError.self) {
+            try NavigationTree.apply(try event("push", #"{"stack":"s1","id":"e1","index":0,"feature":"f","state":{},"stacks":[{"id":"s2","slot":"a"},{"id":"s2","slot":"b"}]}"#), to: &tree)
+        }
+        #expect(throws: MirrorError.self) {
+            try NavigationTree.apply(try event("snapshot", #"{"version":1,"navigation":{"id":"root","feature":"app","state":{},"presentations":[{"id":"p1","feature":"f","slot":"d","style":"sheet","state":{},"presentations":[],"stacks":[{"id":"s1","slot":"path","elements":[]}]}],"stacks":[{"id":"s1","slot":"path","elements":[]}]}}"#), to: &tree)
+        }
+        #expect(tree == NavigationNode(id: "root", feature: "app", stacks: [NavigationStack(id: "s1", slot: "path")]))
+    }
+}
+
+/// The mirror against a scripted impostor of navd on loopback.
+@MainActor @Suite(.serialized) struct HostileServerTests {
+    nonisolated static let snapshot = #"{"version":1,"navigation":{"id":"root","feature":"app","state":{},"presentations":[],"stacks":[{"id":"s1","slot":"path","elements":[]}]}}"#
+    nonisolated static let push = #"{"stack":"s1","id":"e1","index":0,"feature":"counter","state":{},"stacks":[]}"#
+    nonisolated static let present = #"{"id":"p3","parent":"root","slot":"destination","style":"sheet","feature":"f","state":{},"stacks":[]}"#
+    nonisolated static let fastRetry = NavigationMirror.RetryPolicy(initial: .milliseconds(50), maximum: .milliseconds(200))
+
+    /// An event that only inherited the last id is applied, not skipped as a repeat of it.
+    @Test func anEventWithoutItsOwnIdIsApplied() async throws {
+        let navd = try ScriptedNavd { _ in
+            "retry: 100\n\nid: 1\nevent: snapshot\ndata: \(Self.snapshot)\n\nevent: push\ndata: \(Self.push)\n\n"
+        }
+        defer { navd.stop() }
+        let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: Self.fastRetry)
+        mirror.start()
+        defer { mirror.stop() }
+        try await until("the push") { mirror.tree?.stacks.first?.elements.map(\.id) == ["e1"] }
+        #expect(mirror.lastEventID == 1)
+    }
+
+    /// An event after an oversized one is never applied, even when it arrived with it.
+    @Test func nothingAfterAnOversizedEventIsApplied() async throws {
+        let big = #"{"version":2,"navigation":{"id":"root","feature":"app","state":{"pad":""# + String(repeating: "x", count: 4096) + #""},"presentations":[],"stacks":[]}}"#
+        let navd = try ScriptedNavd { _ in
+            "retry: 100\n\nid: 1\nevent: snapshot\ndata: \(Self.snapshot)\n\nid: 2\nevent: snapshot\ndata: \(big)\n\nid: 3\nevent: present\ndata: \(Self.present)\n\n"
+        }
+        defer { navd.stop() }
+        let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), maxEventBytes: 1024)
+        var applied: [Int?] = []
+        mirror.onEvent = { id, _ in applied.append(id) }
+        mirror.start()
+        try await until("the mirror to end") { mirror.connection == .ended }
+        #expect(mirror.endReason == "eventTooLarge")
+        #expect(applied == [1])
+    }
+
+    /// A server the mirror keeps falling out of step with (a snapshot, then an event that does
+    /// not fit it) is retried with a growing back-off, not every `initial`.
+    @Test func aMirrorThatKeepsFallingOutOfStepBacksOff() async throws {
+        let navd = try ScriptedNavd(hold: 10) { _ in
+            "retry: 0\n\nid: 10\nevent: snapshot\ndata: \(Self.snapshot)\n\nid: 11\nevent: pop\ndata: {\"stack\":\"s1\",\"ids\":[\"e9\"],\"origin\":\"server\"}\n\n"
+        }
+        defer { navd.stop() }
+        let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"),
+                                      retry: .init(initial: .milliseconds(50), maximum: .seconds(5)))
+        mirror.start()
+        try await Task.sleep(for: .seconds(2))
+        mirror.stop()
+        // Doubling from 50 ms (±25%): about five streams in 2 s. Without the back-off, one every 50 ms.
+        #expect(navd.streamsOpened >= 2 && navd.streamsOpened <= 8, "\(navd.streamsOpened) streams in 2 s")
+    }
+
+    /// A refusal whose body never ends does not hold the mirror: it is read as far as it names
+    /// the error, and the mirror tries again.
+    @Test func aRefusalWhoseBodyNeverEndsDoesNotHoldTheMirror() async throws {
+        let navd = try ScriptedNavd(head: "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
+                                    hold: 8, drip: true) { _ in #"{"error":{"code":"over_capacity","message":"busy"}}"# }
+        defer { navd.stop() }
+        let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: Self.fastRetry)
+        mirror.start()
+        defer { mirror.stop() }
+        try await until("a second attempt", seconds: 4) { navd.streamsOpened >= 2 }
+        #expect(mirror.connection != .ended)
+    }
+
+    /// A 200 that is not an event stream (a captive portal's page) is not read as one.
+    @Test func aPageThatIsNotAnEventStreamIsRefused() async throws {
+        let navd = try ScriptedNavd(head: "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n", hold: 5) { _ in
+            "id: 1\nevent: snapshot\ndata: \(Self.snapshot)\n\n"
+        }
+        defer { navd.stop() }
+        let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: Self.fastRetry)
+        mirror.start()
+        defer { mirror.stop() }
+        try await until("a second attempt", seconds: 4) { navd.streamsOpened >= 2 }
+        #expect(mirror.tree == nil && mirror.connection != .open)
+    }
+
+    /// Events a busy consumer has not read hold at most `maxEventBytes`: past that the stream
+    /// ends, and the mirror resumes from what it applied.
+    @Test func aFloodWhileTheMainActorIsBusyEndsTheStream() async throws {
+        let event = "event: ping\ndata: " + String(repeating: "x", count: 64 << 10) + "\n\n"
+        let navd = try ScriptedNavd(repeats: 64, hold: 10) { _ in event }
+        defer { navd.stop() }
+        let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: Self.fastRetry,
+                                      maxEventBytes: 1 << 20)
+        mirror.start()
+        defer { mirror.stop() }
+        try await until("open") { mirror.connection == .open }
+        usleep(1_500_000)  // the main actor busy (a long layout): 4 MiB arrive, 1 MiB may wait
+        try await until("the stream to be opened again", seconds: 5) { navd.streamsOpened >= 2 }
+    }
+}
+
+/// A navd impostor on a loopback port: `POST …/stream-tickets` gets a ticket; the n-th
+/// `GET …/events` (from 0) gets `head`, then `body(n)` `repeats` times, and the connection
+/// stays open `hold` seconds (a space every 100 ms with `drip`).
+final class ScriptedNavd: Sendable {
+    let port: Int
+    private let listener: Int32
+    private let opened = Mutex(0)
+    var streamsOpened: Int { opened.withLock { $0 } }
+    var client: NavdClient { NavdClient(baseURL: URL(string: "http://127.0.0.1:\(port)")!) }
+
+    init(head: String = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+         repeats: Int = 1, hold: TimeInterval = 3, drip: Bool = false,
+         body: @escaping @Sendable (Int) -> String) throws {
+        (listener, port) = try Loopback.listen()
+        let listener = self.listener
+        Thread { [self] in
+            while true {
+                let connection = accept(listener, nil, nil)
+                guard connection >= 0 else { return }
+                Thread {
+                    defer { close(connection) }
+                    if Loopback.readRequestPath(connection).hasSuffix("/stream-tickets") {
+                        let json = #"{"ticket":"t","expiresIn":60}"#
+                        Loopback.send(connection, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\nConnection: close\r\n\r\n\(json)")
+                        return
+                    }
+                    let number = self.opened.withLock { count in
+                        count += 1
+                        return count - 1
+                    }
+                    guard Loopback.send(connection, head) else { return }
+                    let piece = body(number)
+                    for _ in 0..<repeats { guard Loopback.send(connection, piece) else { return } }
+                    let deadline = Date().addingTimeInterval(hold)
+                    while Date() < deadline {
+                        usleep(100_000)
+                        if drip, !Loopback.send(connection, " ") { return }
+                    }
+                }.start()
+            }
+        }.start()
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+}
