@@ -84,13 +84,12 @@ public final class NavigationMirror {
     }
 
     private func run() async {
+        // Failures to open a stream in a row; a stream that answers starts them over.
         var attempt = 0
+        // Fresh snapshots in a row that the next event did not fit: the wait grows with them
+        // too, so a mirror that keeps falling out of step backs off, though each stream answers.
+        var outOfStep = 0
         while !Task.isCancelled, connection != .ended {
-            // A stream that moved the tree on, or held for a while, starts the back-off over;
-            // one that only gave a snapshot the next event did not fit does not, so a mirror
-            // that keeps falling out of step backs off instead of fetching snapshots in a loop.
-            var progressed = false
-            let opened = ContinuousClock.now
             do {
                 let ticket: String
                 do { ticket = try await session.streamTicket() } catch {
@@ -104,10 +103,11 @@ public final class NavigationMirror {
                     switch item {
                     case .open:
                         connection = .open
+                        attempt = 0
                     case .retry(let milliseconds):
                         serverRetry = .milliseconds(milliseconds)
                     case .event(let event):
-                        if try receive(event) { progressed = true }
+                        if try receive(event) { outOfStep = 0 }
                     case .oversized:
                         return finish("eventTooLarge")
                     }
@@ -120,17 +120,17 @@ public final class NavigationMirror {
             } catch {
                 // Out of step with the server: start over from a fresh snapshot.
                 lastEventID = nil
+                outOfStep += 1
             }
             guard !Task.isCancelled, connection != .ended else { return }
-            if progressed || ContinuousClock.now - opened >= Self.steadyStream { attempt = 0 }
             connection = .reconnecting
-            try? await Task.sleep(for: delay(attempt))
+            try? await Task.sleep(for: delay(max(attempt, outOfStep)))
             attempt += 1
         }
     }
 
-    /// Applies one event; true when it moved the tree on from a snapshot (any applied event
-    /// but a snapshot).
+    /// Applies one event; true when it moved the tree on past a snapshot (any applied event but
+    /// a snapshot): back in step.
     private func receive(_ message: ServerSentEvent) throws -> Bool {
         // Only an event's own id says it was applied before; one it inherited from an earlier
         // event says nothing (navd gives every event its own).
@@ -146,8 +146,6 @@ public final class NavigationMirror {
         return true
     }
 
-    /// How long a stream must have held for its end to start the back-off over.
-    private static let steadyStream: Duration = .seconds(10)
 
     private func streamURL(ticket: String) throws(NavdError) -> URL {
         let url = session.client.baseURL.appending(path: session.path("/events"))

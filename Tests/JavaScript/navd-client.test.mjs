@@ -384,6 +384,77 @@ test("a session that is gone ends the connection; a server that is down is retri
   assert.ok(calls.every((url) => url.endsWith("/stream-tickets")));
 });
 
+test("a stream answer without a body is a broken stream, not an error nothing catches", async () => {
+  const { fetcher: base, streams } = fakeFetch();
+  let bodiless = 1;
+  const fetcher = async (url, init) => {
+    if (url.includes("/events?") && bodiless-- > 0) {
+      return { ok: true, status: 204, statusText: "", headers: new Headers({ "Content-Type": "text/event-stream" }), body: null };
+    }
+    return base(url, init);
+  };
+  const rejections = [];
+  const onRejection = (reason) => rejections.push(reason);
+  process.on("unhandledRejection", onRejection);
+  try {
+    const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher, retry: { initial: 1, max: 2 } });
+    await until(() => streams.length === 1);
+    session.close();
+    await settle();
+    assert.deepEqual(rejections, []);
+  } finally {
+    process.off("unhandledRejection", onRejection);
+  }
+});
+
+test("an idle timeout past what setTimeout keeps does not drop every stream at once", async () => {
+  const { fetcher, streams } = fakeFetch();
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher, idleTimeout: Infinity, retry: { initial: 1, max: 2 } });
+  await until(() => streams.length === 1);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(streams.length, 1);
+  assert.equal(session.connection, "open");
+  session.close();
+});
+
+test("a mirror that keeps falling out of step backs off, though every stream answers", async () => {
+  const counter = fixtures.find((f) => f.name === "counter.json");
+  const { fetcher, streams } = fakeFetch();
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher, retry: { initial: 1, max: 60000 } });
+  for (let round = 1; round <= 6; round++) {
+    await until(() => streams.length === round);
+    streams[round - 1].send(counter.events[0]);
+    streams[round - 1].send({ id: 1, event: "dismiss", data: { id: "p404", origin: "server" } });
+  }
+  await until(() => session.outOfStep === 6);
+  // The sixth wait is 2⁶ ms or more, not the 1 ms a fresh stream's answer would have reset it to.
+  const started = Date.now();
+  await until(() => streams.length === 7);
+  assert.ok(Date.now() - started >= 40, `reconnected after ${Date.now() - started} ms`);
+  // Back in step: an event past the snapshot starts it over.
+  streams[6].send(counter.events[0]);
+  streams[6].send(counter.events[1]);
+  await until(() => session.outOfStep === 0);
+  session.close();
+});
+
+test("a presentation or push may not bring a stack id already on screen; nor may a snapshot repeat one", () => {
+  const mirror = new NavigationMirror();
+  mirror.apply("snapshot", { version: 1, navigation: { id: "root", feature: "app", state: {}, presentations: [], stacks: [{ id: "s1", slot: "path", elements: [] }] } });
+  const before = structuredClone(mirror.tree);
+  assert.throws(() => mirror.apply("present", { id: "p1", parent: "root", slot: "d", style: "sheet", feature: "f", state: {}, stacks: [{ id: "s1", slot: "path" }] }), MirrorError);
+  assert.throws(() => mirror.apply("push", { stack: "s1", id: "e1", index: 0, feature: "f", state: {}, stacks: [{ id: "s2", slot: "a" }, { id: "s2", slot: "b" }] }), MirrorError);
+  assert.deepStrictEqual(mirror.tree, before);
+  assert.throws(() => mirror.apply("snapshot", { version: 2, navigation: { id: "root", feature: "app", state: {}, stacks: [{ id: "s1", slot: "a", elements: [] }, { id: "s1", slot: "b", elements: [] }] } }), MirrorError);
+});
+
+test("an event's data lines are kept as one string: empty lines count a character each", () => {
+  const parser = new EventStreamParser({ maxEventLength: 1000 });
+  const [event] = parser.push("data:\n".repeat(900) + "\n");
+  assert.equal(event.data, "\n".repeat(899));
+  assert.throws(() => new EventStreamParser({ maxEventLength: 1000 }).push("data:\n".repeat(1200)), EventTooLargeError);
+});
+
 test("the parser follows the standard: fields, comments, ids, retry and empty events", () => {
   const parser = new EventStreamParser();
   const events = parser.push("data\n\ndata:a\ndata: b\nid: 7\nretry: x1\n\n:comment\nevent: e\n\nid\0x: 3\nid: 8\0\ndata\n\nretry: 250\n\n");

@@ -28,6 +28,14 @@ export const MAX_EVENT_LENGTH = 64 * 1024 * 1024;
 /** The event types of API.md, in the order a client must handle them. */
 export const EVENT_TYPES = ["snapshot", "present", "dismiss", "push", "pop", "state", "end"];
 
+/**
+ * A delay `setTimeout` keeps: it fires at once for anything over 2³¹−1 ms (about 24.8 days) or
+ * not a number, so `idleTimeout: Infinity` would otherwise drop every stream after 1 ms.
+ */
+function timerDelay(ms) {
+  return Number.isNaN(ms) ? 2 ** 31 - 1 : Math.min(Math.max(ms, 0), 2 ** 31 - 1);
+}
+
 /** An answer of navd that is not a success: `status`, and API.md's error `code` and `message`. */
 export class NavdError extends Error {
   constructor(status, code, message) {
@@ -127,6 +135,7 @@ export class NavigationMirror {
       features.set(node.id, { node, owner });
       for (const child of node.presentations ?? []) walk(child, node);
       for (const stack of node.stacks ?? []) {
+        if (typeof stack.id !== "string" || stacks.has(stack.id)) throw new MirrorError(`bad or repeated stack id ${stack.id}`);
         stacks.set(stack.id, { stack, owner: node });
         for (const element of stack.elements ?? []) walk(element, node);
       }
@@ -148,6 +157,11 @@ export class NavigationMirror {
     node.state = structuredClone(data.state ?? {});
     node.presentations = [];
     node.stacks = (data.stacks ?? []).map((stack) => ({ id: stack.id, slot: stack.slot, elements: [] }));
+    // `push` and `pop` name a stack by its id alone: one already on screen is not taken again.
+    const ids = node.stacks.map((stack) => stack.id);
+    if (ids.some((id, index) => typeof id !== "string" || ids.indexOf(id) !== index || this.stacks.has(id))) {
+      throw new MirrorError(`${data.id} brings a stack id already on screen`);
+    }
     return node;
   }
 
@@ -194,8 +208,9 @@ export class EventStreamParser {
     this.partial = "";
     this.skipLineFeed = false;
     this.type = "";
-    this.data = [];
-    this.dataLength = 0;
+    // The data lines so far, joined by newlines as they come: one string, so an event of many
+    // short lines costs what its characters do; null until the first.
+    this.data = null;
     this.lastEventId = "";
     // The id the event being read gave itself, if any (`lastEventId` carries over between events).
     this.id = null;
@@ -252,8 +267,7 @@ export class EventStreamParser {
     let value = colon < 0 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
     if (field === "data") {
-      this.data.push(value);
-      this.dataLength += value.length + 1;
+      this.data = this.data === null ? value : `${this.data}\n${value}`;
       this.check();
     } else if (field === "event") {
       this.type = value;
@@ -269,17 +283,16 @@ export class EventStreamParser {
   }
 
   dispatch() {
-    const event = this.data.length === 0 ? null
-      : { type: this.type || "message", data: this.data.join("\n"), lastEventId: this.lastEventId, id: this.id };
+    const event = this.data === null ? null
+      : { type: this.type || "message", data: this.data, lastEventId: this.lastEventId, id: this.id };
     this.type = "";
     this.id = null;
-    this.data = [];
-    this.dataLength = 0;
+    this.data = null;
     return event;
   }
 
   check() {
-    if (this.dataLength + this.partial.length > this.maxEventLength) throw new EventTooLargeError(this.maxEventLength);
+    if ((this.data?.length ?? 0) + this.partial.length > this.maxEventLength) throw new EventTooLargeError(this.maxEventLength);
   }
 }
 
@@ -321,6 +334,8 @@ export class Session {
     this.lastEventId = null;
     this.version = null;
     this.attempt = 0;
+    // Fresh snapshots in a row that the next event did not fit.
+    this.outOfStep = 0;
     this.listeners = new Set(onChange ? [onChange] : []);
     this.retry = { initial: retry.initial ?? NAVD_RETRY_MS, max: retry.max ?? 30000 };
     // The server's `retry:` advice sets the first wait, unless the caller chose one.
@@ -441,7 +456,8 @@ export class Session {
     if (this.stream !== stream) return;
     if (response.status === 404) return this.finish("gone");
     // Any other refusal (a ticket spent or expired meanwhile: 401) heals with a new ticket.
-    if (!response.ok || !/^text\/event-stream/i.test(response.headers.get("Content-Type") ?? "")) return this.broken();
+    // A 204 or 205 has no body to read, whatever its Content-Type says.
+    if (!response.ok || !response.body || !/^text\/event-stream/i.test(response.headers.get("Content-Type") ?? "")) return this.broken();
     this.setConnection("open");
     // A listener may have closed the session on hearing it.
     if (this.stream !== stream) return;
@@ -452,8 +468,8 @@ export class Session {
   async read(stream, body) {
     const parser = new EventStreamParser({ maxEventLength: this.maxEventLength });
     const decoder = new TextDecoder();
-    const reader = body.getReader();
     try {
+      const reader = body.getReader();
       for (;;) {
         this.arm(stream);
         const { value, done } = await reader.read();
@@ -483,7 +499,7 @@ export class Session {
     clearTimeout(this.watchdog);
     this.watchdog = setTimeout(() => {
       if (this.stream === stream) this.broken();
-    }, this.idleTimeout);
+    }, timerDelay(this.idleTimeout));
   }
 
   /** The stream broke, never opened, or went silent: close it and reconnect after the back-off. */
@@ -502,14 +518,18 @@ export class Session {
       data = JSON.parse(message.data);
       this.mirror.apply(type, data);
     } catch (error) {
-      // Out of step: start over from a fresh snapshot.
+      // Out of step: start over from a fresh snapshot, after a wait that grows while it keeps
+      // happening (a snapshot, then an event that does not fit it), though each stream answers.
       this.lastEventId = null;
+      this.outOfStep += 1;
       this.stop();
       this.notify({ kind: "error", error });
       return this.later();
     }
     if (Number.isInteger(id)) this.lastEventId = id;
     if (type === "snapshot") this.noteVersion(data.version);
+    // The tree moved on past a snapshot: back in step.
+    else this.outOfStep = 0;
     this.setConnection("open");
     this.notify({ kind: "event", event: { id, type, data } });
     if (type === "end") this.finish(data.reason);
@@ -519,13 +539,14 @@ export class Session {
   later() {
     if (this.connection === "ended") return;
     // At least 1 ms to double, so even `initial: 0` backs off.
-    const delay = Math.min(this.retry.max, Math.max(this.retry.initial, 1) * 2 ** Math.min(this.attempt, 32)) * (0.75 + Math.random() * 0.5);
+    const failures = Math.max(this.attempt, this.outOfStep);
+    const delay = Math.min(this.retry.max, Math.max(this.retry.initial, 1) * 2 ** Math.min(failures, 32)) * (0.75 + Math.random() * 0.5);
     this.attempt += 1;
     this.setConnection("reconnecting");
     // A listener may have closed the session on hearing it.
     if (this.connection === "ended") return;
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.open(), delay);
+    this.timer = setTimeout(() => this.open(), timerDelay(delay));
   }
 
   finish(reason) {
