@@ -652,9 +652,20 @@ final class APIHandler: HTTPHandler {
 
     // MARK: - Event stream
 
+    /// `Last-Event-ID` (or `?lastEventId=`): an id is decimal digits, with spaces around them
+    /// at most. Anything else (`1 5`, `+5`, `-0`) is no id this session issued, -1, which gets
+    /// a fresh snapshot rather than a resumption from a place the client never was.
+    static func lastEventID(_ request: HTTPRequest) -> Int? {
+        guard let text = request.headers["Last-Event-ID"] ?? request.queryValue("lastEventId") else { return nil }
+        let digits = text.trimmingSpaces
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+              let id = Int(digits) else { return -1 }
+        return id
+    }
+
     private func openStream(_ hosted: HostedSession, _ request: HTTPRequest, _ answer: Answer) throws(APIError) {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
-        let lastEventID = (request.headers["Last-Event-ID"] ?? request.queryValue("lastEventId")).map { Int($0.filter { $0 != " " }) ?? -1 }
+        let lastEventID = Self.lastEventID(request)
         var headers: HTTPHeaders = ["Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"]
         for (name, value) in configuration.cors.responseHeaders(origin: request.headers["Origin"]) { headers.set(name, value) }
         // HEAD describes the stream without opening one, so the connection stays usable.

@@ -51,13 +51,20 @@ import TestSupport
         _ = try await client.act(id, token: token, "incrementButtonTapped")
         #expect(try await resumed.readEvents { _ in true }.map(\.id) == [7])
 
-        for stale in ["1", "99", "banana"] {
+        // Ids never issued, or not ids at all: `0 6` and `+5` are not 6 and 5.
+        for stale in ["1", "99", "banana", "0%206", "%2B5", "-0", "5.0"] {
             let fresh = try server.client()
             try await fresh.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)&lastEventId=\(stale)"))
             _ = try await fresh.readResponse()
             let first = try #require(try await fresh.readEvents { _ in true }.first)
             #expect(first.name == "snapshot" && first.id == 7, "Last-Event-ID \(stale)")
         }
+        // Spaces around an id are allowed, in the header as in the query.
+        let spaced = try server.client()
+        try await spaced.send(LoopbackClient.format("GET", "/sessions/\(id)/events?lastEventId=%205%20",
+                                                    headers: [("Authorization", "Bearer \(token)")]))
+        _ = try await spaced.readResponse()
+        #expect(try await spaced.readEvents { $0.id == 7 }.map(\.id) == [6, 7])
         let upToDate = try await subscribe(server, id, token, lastEventID: 7, viaHeader: false)
         _ = try await client.act(id, token: token, "decrementButtonTapped")
         #expect(try await upToDate.readEvents { _ in true }.map(\.id) == [8])
