@@ -182,14 +182,13 @@ final class SessionStore: Sendable {
         }
     }
 
-    /// Sessions recovered at start, in one piece: room for all of them is made once.
+    /// Sessions recovered at start, in one piece: room for all of them is made once. All of
+    /// them, past `limit` too: each was acknowledged, and a lower limit than before refuses new
+    /// sessions until fewer are live; it never ends one.
     func insert(recovered: [HostedSession]) {
         sessions.withLock { sessions in
             sessions.reserveCapacity(sessions.count + recovered.count)
-            for session in recovered {
-                if let limit, sessions.count >= limit { return }
-                sessions[session.id] = session
-            }
+            for session in recovered { sessions[session.id] = session }
         }
     }
 

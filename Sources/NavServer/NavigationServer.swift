@@ -144,6 +144,12 @@ public final class NavigationServer: Sendable {
         }
         if !sessions.isEmpty {
             handler.log.note(.info, "recovered", [("sessions", .int(sessions.count))])
+            if let limit = handler.store.limit, sessions.count > limit {
+                handler.log.note(.warn, "over_max_sessions", [
+                    ("sessions", .int(sessions.count)), ("maxSessions", .int(limit)),
+                    ("effect", .string("every session recovered; new ones are refused until fewer are live")),
+                ])
+            }
             // The records read at start are garbage now: give their memory back at once.
             handler.memory.sessionEnded()
             handler.memory.returnIfSessionsEnded()

@@ -1,6 +1,7 @@
 import Foundation
 @testable import NavServer
 import NavigationCore
+import SQLiteStorage
 import Testing
 import TestSupport
 
@@ -131,6 +132,37 @@ import TestSupport
         let response = try await server.client().request("POST", "/sessions", json: #"{"feature":"counter"}"#)
         #expect(response.status == 503 && response.json["error"]?["code"] == "over_capacity")
         await server.stop()
+    }
+
+    /// A restart with a lower `--max-sessions` than there are sessions brings back every one
+    /// (each was acknowledged) and refuses new ones until fewer are live (found by an
+    /// adversarial review: the ones past the limit answered 404, counted as recovered).
+    @Test func aLowerMaxSessionsAtARestartKeepsEverySession() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-limit-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func store() throws -> SQLiteSessionStore { try SQLiteSessionStore(directory: directory, retention: .init(count: 8, bytes: 1 << 20)) }
+        let first = try store()
+        var server = try await TestServer(storage: first)
+        var sessions: [(id: String, token: String)] = []
+        for _ in 0..<5 { sessions.append(try await server.session("counter")) }
+        await server.stop()
+        first.close()
+
+        let second = try store()
+        let log = LogCapture()
+        server = try await TestServer(log: log, storage: second) { $0.maxSessions = 2 }
+        for (id, token) in sessions {
+            #expect(try await server.client().get("/sessions/\(id)", token: token).status == 200)
+        }
+        #expect(try await log.line { $0["event"] == "over_max_sessions" }["sessions"] == 5)
+        let refused = try await server.client().request("POST", "/sessions", json: #"{"feature":"counter"}"#)
+        #expect(refused.status == 503 && refused.json["error"]?["code"] == "over_capacity")
+        for (id, token) in sessions.prefix(4) {
+            #expect(try await server.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
+        }
+        #expect(try await server.client().request("POST", "/sessions", json: #"{"feature":"counter"}"#).status == 201, "one live, room for one more")
+        await server.stop()
+        second.close()
     }
 
     @Test func aBurstOfHostileRequestsChangesNothing() async throws {
