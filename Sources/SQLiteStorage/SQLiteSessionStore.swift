@@ -175,9 +175,21 @@ public final class SQLiteSessionStore: SessionStorage {
                 }
             }.get()
         }, each)
+        // Rows the pages by id cannot reach, which navd never writes (an id that is not text, or
+        // is empty: another program's edit): reported by their row number, never passed over.
+        let strays = try open.withLock { open -> Result<[String], StorageError> in
+            guard let database = open?.database else { return .failure(.unavailable("the store is closed")) }
+            return Self.reading { () throws(SQLiteDatabase.Failure) in
+                var rows: [String] = []
+                try database.run("SELECT rowid FROM sessions WHERE typeof(id) != 'text' OR id = '' ORDER BY rowid") { row in
+                    rows.append("(row \(row.integer(0)) of sessions, without an id)")
+                }
+                return rows
+            }
+        }.get()
         // The pages read for recovery are not needed again: the sessions live in memory.
         open.withLock { open in _ = try? open?.database.execute("PRAGMA shrink_memory") }
-        return failed
+        return failed + strays
     }
 
     /// What reading came to: a failure that is the disk's makes the store unavailable, any
