@@ -72,6 +72,7 @@ public final class SQLiteSessionStore: SessionStorage {
         path = directory.hasSuffix("/") ? directory + "navd.sqlite3" : directory + "/navd.sqlite3"
         self.retention = retention
         do {
+            try Self.createIfAbsent(path, in: directory)
             let database = try SQLiteDatabase(path: path)
             try Self.prepare(database, path: path)
             var clock = 0.0
@@ -90,6 +91,36 @@ public final class SQLiteSessionStore: SessionStorage {
             throw error
         } catch {
             throw .cannotOpen("\(path): \(error)")
+        }
+    }
+
+    /// A new store is made under another name and moved into place whole, so a file named
+    /// `navd.sqlite3` is always a store navd finished making: an empty one (a restore that
+    /// failed) is refused, not taken for a new store that would start with no sessions, silently.
+    private static func createIfAbsent(_ path: String, in directory: String) throws {
+        var info = stat()
+        if stat(path, &info) == 0 {
+            if info.st_mode & S_IFMT == S_IFREG && info.st_size == 0 {
+                throw StorageError.cannotOpen("\(path) is empty (0 bytes), so it is no navd session store: restore it, or remove it to start with no sessions")
+            }
+            return
+        }
+        // Anything but its absence is for the open to report, with SQLite's words.
+        guard errno == ENOENT else { return }
+        let fresh = path + ".new"
+        for leftover in [fresh, fresh + "-wal", fresh + "-shm", fresh + "-journal"] { unlink(leftover) }
+        do {
+            let database = try SQLiteDatabase(path: fresh)
+            try prepare(database, path: fresh)
+        }  // Closed here, its log folded into the file and synced.
+        guard rename(fresh, path) == 0 else {
+            throw StorageError.cannotOpen("\(path): cannot move the new store into place: \(String(cString: strerror(errno)))")
+        }
+        // The directory's entry too: after a crash now there is the store, not nothing.
+        let folder = systemOpen(directory, O_RDONLY)
+        if folder >= 0 {
+            fsync(folder)
+            systemClose(folder)
         }
     }
 
@@ -459,4 +490,22 @@ extension Duration {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
+}
+
+/// `open(2)`, which the store's own `open` shadows inside it.
+private func systemOpen(_ path: String, _ flags: Int32) -> Int32 {
+    #if canImport(Glibc)
+    Glibc.open(path, flags)
+    #else
+    Darwin.open(path, flags)
+    #endif
+}
+
+/// `close(2)`, which the store's own `close()` shadows inside it.
+private func systemClose(_ descriptor: Int32) {
+    #if canImport(Glibc)
+    _ = Glibc.close(descriptor)
+    #else
+    _ = Darwin.close(descriptor)
+    #endif
 }

@@ -126,7 +126,7 @@ struct HostileTreeTests {
         let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: Self.fastRetry)
         mirror.start()
         defer { mirror.stop() }
-        try await until("the push") { mirror.tree?.stacks.first?.elements.map(\.id) == ["e1"] }
+        try await until("the push", seconds: 30) { mirror.tree?.stacks.first?.elements.map(\.id) == ["e1"] }
         #expect(mirror.lastEventID == 1)
     }
 

@@ -311,6 +311,29 @@ import TestSupport
         }
     }
 
+    /// An empty file where the store should be (a restore that failed) is refused, not taken
+    /// for a new store; a new store is made aside and moved into place whole, so navd itself
+    /// never leaves an empty one.
+    @Test func anEmptyFileIsRefusedAndANewStoreIsMadeWhole() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        #expect { try open() } throws: { error in
+            (error as? StorageError).map { "\($0)".contains("is empty (0 bytes)") } ?? false
+        }
+        #expect(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int == 0, "left as it was")
+
+        try FileManager.default.removeItem(atPath: file)
+        // What a creation that crashed halfway left aside is made again.
+        #expect(FileManager.default.createFile(atPath: file + ".new", contents: Data("half".utf8)))
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        store.close()
+        #expect(!FileManager.default.fileExists(atPath: file + ".new"))
+        #expect(try open().loadAll().sessions.map(\.record.id) == ["a"])
+    }
+
     @Test func aStoreFromANewerNavdIsRefused() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try open().close()
