@@ -146,7 +146,6 @@ public final class NavigationMirror {
         return true
     }
 
-
     private func streamURL(ticket: String) throws(NavdError) -> URL {
         let url = session.client.baseURL.appending(path: session.path("/events"))
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { throw .transport("bad URL \(url)") }

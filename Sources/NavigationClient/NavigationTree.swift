@@ -2,9 +2,10 @@
 /// `snapshot` and the events after it equals `GET …/navigation` (API.md, invariant 8).
 /// Strict: an event that does not fit throws and leaves the tree as it was.
 public enum NavigationTree {
-    /// The deepest a feature may sit (the root is 1): what a snapshot's JSON can hold, and far
-    /// more than any server's screens nest (navd stops at 64). The tree is walked by recursion,
-    /// so a stream that nested presentations without end would otherwise exhaust the stack.
+    /// The deepest a feature may sit (the root is 1): about what a snapshot's JSON can hold, and
+    /// far more than navd's screens nest (its states nest at most 64 levels, a few per feature).
+    /// The tree is walked by recursion, so a stream that nested presentations without end would
+    /// otherwise exhaust the stack.
     public static let maxDepth = 250
 
     /// Applies one event to `tree` (a `snapshot` replaces it); throws, leaving it as it was,
