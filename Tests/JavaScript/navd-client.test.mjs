@@ -448,6 +448,11 @@ test("a presentation or push may not bring a stack id already on screen; nor may
   assert.throws(() => mirror.apply("snapshot", { version: 2, navigation: { id: "root", feature: "app", state: {}, stacks: [{ id: "s1", slot: "a", elements: [] }, { id: "s1", slot: "b", elements: [] }] } }), MirrorError);
 });
 
+test("a byte order mark opening the stream is skipped; one later on is text", () => {
+  const parser = new EventStreamParser();
+  assert.deepEqual([...parser.push("\uFEFFdata: a\n\n"), ...parser.push("\uFEFFdata: b\n\ndata: c\n\n")].map((event) => event.data), ["a", "c"]);
+});
+
 test("an event's data lines are kept as one string: empty lines count a character each", () => {
   const parser = new EventStreamParser({ maxEventLength: 1000 });
   const [event] = parser.push("data:\n".repeat(900) + "\n");

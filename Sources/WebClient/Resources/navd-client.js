@@ -207,6 +207,8 @@ export class EventStreamParser {
     this.maxEventLength = maxEventLength;
     this.partial = "";
     this.skipLineFeed = false;
+    // Before the stream's first character, where a byte order mark is skipped.
+    this.atStart = true;
     this.type = "";
     // The data lines so far, joined by newlines as they come: one string, so an event of many
     // short lines costs what its characters do; null until the first.
@@ -226,6 +228,10 @@ export class EventStreamParser {
     const events = [];
     if (text === "") return events;
     let start = 0;
+    // A byte order mark opening the stream is not part of its first line (a decoder given the
+    // bytes may have dropped it already; this parser may be given text from anywhere).
+    if (this.atStart && text.startsWith("\uFEFF")) start = 1;
+    this.atStart = false;
     if (this.skipLineFeed && text.startsWith("\n")) start = 1;
     this.skipLineFeed = false;
     // The next LF and CR at or after `start`, each searched again only once passed, so a large
