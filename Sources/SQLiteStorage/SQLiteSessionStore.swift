@@ -206,16 +206,17 @@ public final class SQLiteSessionStore: SessionStorage {
                 }
             }.get()
         }, each)
-        // Rows the pages by id cannot reach, which navd never writes (an id that is not text, or
-        // is empty: another program's edit): reported by their row number, never passed over.
+        // Rows the pages of text ids leave out, which navd never writes (an id that is NULL,
+        // empty, or a blob: another program's edit): reported by their row number, never passed
+        // over. Found through the id's index, so a start does not scan the table for them.
         let strays = try open.withLock { open -> Result<[String], StorageError> in
             guard let database = open?.database else { return .failure(.unavailable("the store is closed")) }
             return Self.reading { () throws(SQLiteDatabase.Failure) in
-                var rows: [String] = []
-                try database.run("SELECT rowid FROM sessions WHERE typeof(id) != 'text' OR id = '' ORDER BY rowid") { row in
-                    rows.append("(row \(row.integer(0)) of sessions, without an id)")
+                var rows: [Int] = []
+                try database.run("SELECT rowid FROM sessions WHERE id IS NULL OR id = '' OR id >= x''") { row in
+                    rows.append(row.integer(0))
                 }
-                return rows
+                return rows.sorted().map { "(row \($0) of sessions, without an id)" }
             }
         }.get()
         // The pages read for recovery are not needed again: the sessions live in memory.
@@ -277,7 +278,7 @@ public final class SQLiteSessionStore: SessionStorage {
             SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras,
                    CASE WHEN ? THEN max(0, (SELECT seconds FROM clock) - uses.at) END
             FROM sessions LEFT JOIN uses ON uses.session = sessions.id
-            WHERE id > ? ORDER BY id LIMIT \(SessionPage.size)
+            WHERE id > ? AND typeof(id) = 'text' ORDER BY id LIMIT \(SessionPage.size)
             """, [.integer(idleKnown ? 1 : 0), .text(cursor)]) { row in
             let id = row.text(0)
             page.last = id

@@ -364,14 +364,17 @@ import TestSupport
         let loaded = try open().loadAll()
         #expect(loaded.sessions.map(\.record.id) == ["good"])
         #expect(loaded.failed == ["bad"])
-        // Rows without a text id, which paging by id cannot reach, are reported too.
+        // Rows without a text id are reported too: a NULL or empty one, which paging by id
+        // cannot reach, and a blob, which sorts after every text and would be met on every page.
         let again = try open()
-        try commit(again, [.create(record("x"), snapshot(version: 0, last: 0)), .create(record("y"), snapshot(version: 0, last: 0))])
+        try commit(again, [.create(record("x"), snapshot(version: 0, last: 0)), .create(record("y"), snapshot(version: 0, last: 0)),
+                           .create(record("z"), snapshot(version: 0, last: 0))])
         again.close()
-        try SQLiteDatabase(path: file).execute("UPDATE sessions SET id = NULL WHERE id = 'x'; UPDATE sessions SET id = '' WHERE id = 'y'")
+        try SQLiteDatabase(path: file).execute(
+            "UPDATE sessions SET id = NULL WHERE id = 'x'; UPDATE sessions SET id = '' WHERE id = 'y'; UPDATE sessions SET id = x'7a' WHERE id = 'z'")
         let reloaded = try open().loadAll()
         #expect(reloaded.sessions.map(\.record.id) == ["good"])
-        #expect(reloaded.failed.count == 3 && reloaded.failed.first == "bad", "\(reloaded.failed)")
+        #expect(reloaded.failed.count == 4 && reloaded.failed.first == "bad", "\(reloaded.failed)")
     }
 
     @Test func aJournalRowThatIsNotNavdsFailsOnlyItsSession() throws {
