@@ -620,7 +620,7 @@ final class APIHandler: HTTPHandler {
         if tag == "*" { return nil }
         if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
         if tag.count >= 2, tag.first == "\"", tag.last == "\"" { tag = tag.dropFirst().dropLast() }
-        guard !tag.isEmpty, tag.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+        guard tag.isDecimalDigits else {
             throw APIError(400, "bad_if_match", "If-Match must be * or a version such as \"3\", not \(header)")
         }
         // Too large for any version this server issues: it cannot match, and the answer names
@@ -658,8 +658,7 @@ final class APIHandler: HTTPHandler {
     static func lastEventID(_ request: HTTPRequest) -> Int? {
         guard let text = request.headers["Last-Event-ID"] ?? request.queryValue("lastEventId") else { return nil }
         let digits = text.trimmingSpaces
-        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-              let id = Int(digits) else { return -1 }
+        guard digits.isDecimalDigits, let id = Int(digits) else { return -1 }
         return id
     }
 

@@ -135,7 +135,7 @@ public struct CORSPolicy: Sendable, Equatable {
         }
         var port = ""
         if let portText {
-            guard !portText.isEmpty, portText.count <= 5, portText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+            guard portText.isDecimalDigits, portText.count <= 5,
                   let number = Int(portText), (1...65535).contains(number) else {
                 throw Refusal("\(quoted) has an invalid port (1 to 65535)")
             }
