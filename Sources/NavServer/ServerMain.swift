@@ -11,7 +11,7 @@ import Synchronization
 
 /// A server's whole `main`, for navd and for a host of its own features alike: the flags and
 /// environment parsed (`--help`, `--version`, `--check-health` answered), the store opened,
-/// the server started, then served until SIGTERM or SIGINT and shut down gracefully
+/// the server started, then served until SIGTERM, SIGINT or SIGHUP and shut down gracefully
 /// (`--shutdown-grace`, then a bounded drain). Exit codes: 0 after a shutdown, 2 for a setting
 /// to fix or a store that cannot be opened, 1 when it cannot listen.
 ///

@@ -6,8 +6,10 @@ import Darwin
 #endif
 import Synchronization
 
-/// What SIGTERM and SIGINT do: leave rotation for the grace period (a second signal cuts it
-/// short), then drain and exit, within `drainTime` of the drain's start whatever the load.
+/// What SIGTERM, SIGINT and SIGHUP do: leave rotation for the grace period (a second signal
+/// cuts it short), then drain and exit, within `drainTime` of the drain's start whatever the
+/// load. SIGHUP is a stop like the others, not a reload: it is what a closing terminal or
+/// session manager sends, and navd reads its settings only at start.
 ///
 /// All of it runs on threads of its own, never on the cooperative pool: requests may have
 /// queued seconds of work there, and a shutdown waiting its turn behind them is what made
@@ -37,7 +39,7 @@ final class Termination: Sendable {
         self.stopped = stopped
     }
 
-    /// Blocks SIGTERM and SIGINT in the calling thread and every thread started after it. Call
+    /// Blocks the handled signals in the calling thread and every thread started after it. Call
     /// it first thing in `main`: a signal that comes while the server starts then waits for
     /// `start()` instead of killing the process or being lost.
     static func holdSignals() {
@@ -62,6 +64,7 @@ final class Termination: Sendable {
         sigemptyset(&set)
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGHUP)
         return set
     }
 
