@@ -31,12 +31,21 @@ public struct CreatedSession: Sendable, Hashable {
 public struct NavdClient: Sendable {
     /// Where navd listens, e.g. `http://127.0.0.1:8080`.
     public let baseURL: URL
-    let urlSession: URLSession
+    let transport: BoundedTransport
 
-    /// - Parameter urlSession: the transport; tests and apps may pass one with their own configuration.
-    public init(baseURL: URL, urlSession: URLSession = .shared) {
+    /// The longest answer read by default: as long as the longest event a mirror takes, since
+    /// an answer carries at most a session whole or a batch of its events.
+    public static let defaultMaxResponseBytes = 64 << 20
+
+    /// - Parameters:
+    ///   - configuration: the transport's settings (timeouts, proxies, headers); the client makes
+    ///     a URLSession of its own with them.
+    ///   - maxResponseBytes: the longest answer read; a longer one throws `invalidResponse`
+    ///     without being read on, so a server that is not navd cannot fill the app's memory.
+    public init(baseURL: URL, configuration: URLSessionConfiguration = .ephemeral,
+                maxResponseBytes: Int = NavdClient.defaultMaxResponseBytes) {
         self.baseURL = baseURL
-        self.urlSession = urlSession
+        transport = BoundedTransport(configuration: configuration, maxResponseBytes: maxResponseBytes)
     }
 
     /// `POST /sessions`, deep-linked by a full or partial `state` when given.
@@ -67,10 +76,7 @@ public struct NavdClient: Sendable {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             do { request.httpBody = try JSONEncoder().encode(body) } catch { throw .invalidResponse("unencodable body: \(error)") }
         }
-        let data: Data
-        let response: URLResponse
-        do { (data, response) = try await urlSession.data(for: request) } catch { throw .transport(String(describing: error)) }
-        guard let http = response as? HTTPURLResponse else { throw .invalidResponse("not HTTP") }
+        let (data, http) = try await transport.data(for: request)
         let json = data.isEmpty ? JSONValue.null : ((try? JSONDecoder().decode(JSONValue.self, from: data)) ?? .null)
         guard (200..<300).contains(http.statusCode) else {
             let code = json["error"]?["code"]?.stringValue ?? "http_error"

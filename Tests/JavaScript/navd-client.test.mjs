@@ -12,7 +12,7 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 // As a browser loads it: one ES module from one file, whatever package.json says.
 const source = readFileSync(`${here}/../../Sources/WebClient/Resources/navd-client.js`, "utf8");
 const client = await import(`data:text/javascript;base64,${Buffer.from(source).toString("base64")}`);
-const { NavigationMirror, MirrorError, NavdError, EventStreamParser, EventTooLargeError, NAVD_RETRY_MS, MIN_ADVISED_RETRY_MS, connect, createSession } = client;
+const { NavigationMirror, MirrorError, NavdError, EventStreamParser, EventTooLargeError, ResponseTooLargeError, NAVD_RETRY_MS, MIN_ADVISED_RETRY_MS, connect, createSession } = client;
 
 const fixtures = readdirSync(`${here}/fixtures`)
   .filter((name) => name.endsWith(".json"))
@@ -524,4 +524,48 @@ test("createSession posts the feature and its deep link", async () => {
   assert.equal(created.id, "s1");
   assert.equal(calls[0].url, "http://navd.test/sessions");
   assert.deepEqual(JSON.parse(calls[0].body), { feature: "app", state: { path: [{ settings: {} }] } });
+});
+
+test("an answer is read only up to maxResponseBytes; one longer by its length is not read at all", async () => {
+  // A body that goes on (for 1 MiB, so that a client without the bound fails rather than
+  // hangs), counting what was pulled from it and whether the client hung up.
+  const endless = () => {
+    const seen = { pulled: 0, cancelled: false };
+    const body = new ReadableStream({
+      pull(controller) {
+        if (seen.pulled >= 1024 * 1024) return controller.close();
+        seen.pulled += 1024;
+        controller.enqueue(new Uint8Array(1024).fill(48));
+      },
+      cancel() {
+        seen.cancelled = true;
+      },
+    });
+    return { seen, body };
+  };
+  const first = endless();
+  await assert.rejects(
+    createSession("http://navd.test", "counter", undefined, { fetch: async () => new Response(first.body, { status: 201 }), maxResponseBytes: 64 * 1024 }),
+    (error) => error instanceof ResponseTooLargeError && error.limit === 64 * 1024,
+  );
+  assert.ok(first.seen.cancelled, "the body is cancelled");
+  assert.ok(first.seen.pulled <= 64 * 1024 + 1024 * 4, `pulled ${first.seen.pulled} bytes`);
+
+  const second = endless();
+  const headers = { "Content-Length": String(2 ** 40) };
+  await assert.rejects(
+    createSession("http://navd.test", "counter", undefined, { fetch: async () => new Response(second.body, { status: 201, headers }) }),
+    ResponseTooLargeError,
+  );
+  assert.ok(second.seen.cancelled);
+
+  // A session's own calls take the limit given to connect; exactly the limit is read.
+  const answer = JSON.stringify({ version: 3, events: [] });
+  for (const [limit, fits] of [[answer.length, true], [answer.length - 1, false]]) {
+    const fetcher = async (url) => (url.includes("/actions") ? new Response(answer, { status: 200 }) : new Promise(() => {}));
+    const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher, maxResponseBytes: limit });
+    session.close();
+    const outcome = await session.perform("root", "incrementButtonTapped").then(() => "read", (error) => error.name);
+    assert.equal(outcome, fits ? "read" : "ResponseTooLargeError", `limit ${limit}`);
+  }
 });

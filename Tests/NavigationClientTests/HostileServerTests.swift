@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import NavigationClient
 import Synchronization
 import Testing
@@ -242,6 +245,109 @@ final class ScriptedNavd: Sendable {
                         usleep(100_000)
                         if drip, !Loopback.send(connection, " ") { return }
                     }
+                }.start()
+            }
+        }.start()
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+}
+
+/// An answer is read only up to `maxResponseBytes`: past that the client throws and hangs up,
+/// so a server that never stops sending holds neither its memory nor its request.
+struct HostileAnswerTests {
+    static let created = #"{"id":"s","token":"t","version":0,"navigation":{"id":"root","feature":"counter","state":{},"stacks":[]}}"#
+
+    @Test func anEndlessAnswerIsCutOffAtTheLimit() async throws {
+        let server = try EndlessAnswer(head: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
+        defer { server.stop() }
+        let client = NavdClient(baseURL: server.url, maxResponseBytes: 256 << 10)
+        await #expect { _ = try await client.createSession(feature: "counter") } throws: { error in
+            guard case .invalidResponse(let message)? = error as? NavdError else { return false }
+            return message.contains("\(256 << 10) bytes")
+        }
+        // What the client keeps stops at the limit; what URLSession reads on before the cancel
+        // lands (Foundation on Linux delivers bytes to a delegate on a queue of its own) is
+        // dropped as it comes, and the connection closes soon after.
+        try await untilTrue("the server to see the client hang up") { server.peerHungUp }
+    }
+
+    /// Refused on its head: no byte of the body is waited for.
+    @Test func anAnswerLongerThanTheLimitByItsLengthIsNotRead() async throws {
+        let server = try EndlessAnswer(head: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1099511627776\r\n\r\n",
+                                       endless: false)
+        defer { server.stop() }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 5
+        let client = NavdClient(baseURL: server.url, configuration: configuration, maxResponseBytes: 1 << 20)
+        await #expect { _ = try await client.createSession(feature: "counter") } throws: { error in
+            guard case .invalidResponse? = error as? NavdError else { return false }
+            return true
+        }
+        try await untilTrue("the server to see the client hang up") { server.peerHungUp }
+    }
+
+    @Test func anAnswerOfExactlyTheLimitIsRead() async throws {
+        let body = Self.created
+        for (limit, fits) in [(body.utf8.count, true), (body.utf8.count - 1, false)] {
+            let server = try EndlessAnswer(head: "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body,
+                                           endless: false)
+            defer { server.stop() }
+            let client = NavdClient(baseURL: server.url, maxResponseBytes: limit)
+            var answer = "no error"
+            do { _ = try await client.createSession(feature: "counter") } catch { answer = error.description }
+            #expect((answer == "no error") == fits, "limit \(limit): \(answer)")
+        }
+    }
+
+    func untilTrue(_ what: String, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw NavdError.transport("timed out waiting for \(what)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+/// A server that answers every request with `head` and then, when `endless`, zeros for as long
+/// as the client reads them, 16 KiB a millisecond.
+final class EndlessAnswer: Sendable {
+    let url: URL
+    private let listener: Int32
+    private let sent = Atomic<Int>(0)
+    private let hungUp = Atomic<Bool>(false)
+    var peerHungUp: Bool { hungUp.load(ordering: .relaxed) }
+
+    init(head: String, endless: Bool = true) throws {
+        let (listener, port) = try Loopback.listen()
+        self.listener = listener
+        url = URL(string: "http://127.0.0.1:\(port)")!
+        Thread { [self] in
+            while true {
+                let connection = accept(listener, nil, nil)
+                guard connection >= 0 else { return }
+                Thread {
+                    defer { close(connection) }
+                    _ = Loopback.readRequestPath(connection)
+                    guard Loopback.send(connection, head) else { return }
+                    guard endless else {
+                        // Closed only once the client has read the answer and hung up: closing
+                        // with its body unread would reset the connection under the answer.
+                        var byte: UInt8 = 0
+                        while recv(connection, &byte, 1, 0) > 0 {}
+                        self.hungUp.store(true, ordering: .relaxed)
+                        return
+                    }
+                    let piece = String(repeating: "0", count: 16 << 10)
+                    while Loopback.send(connection, piece) {
+                        usleep(1000)  // 16 MB/s: a flood, yet one that leaves the client's cancel room to land
+                        // Up to 64 MiB (4 s): a client that never hangs up fails the test, not the machine.
+                        guard self.sent.add(piece.utf8.count, ordering: .relaxed).newValue < 64 << 20 else { return }
+                    }
+                    self.hungUp.store(true, ordering: .relaxed)
                 }.start()
             }
         }.start()

@@ -25,6 +25,12 @@ export const NAVD_IDLE_TIMEOUT_MS = 45000;
 /** The largest event taken by default, in characters: a whole snapshot must fit. */
 export const MAX_EVENT_LENGTH = 64 * 1024 * 1024;
 
+/**
+ * The longest answer (other than a stream) read by default, in bytes: as long as the longest
+ * event, since an answer carries at most a session whole or a batch of its events.
+ */
+export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
 /** The event types of API.md, in the order a client must handle them. */
 export const EVENT_TYPES = ["snapshot", "present", "dismiss", "push", "pop", "state", "end"];
 
@@ -43,6 +49,18 @@ export class NavdError extends Error {
     this.name = "NavdError";
     this.status = status;
     this.code = code;
+  }
+}
+
+/**
+ * An answer longer than the client reads: a server that is not navd (or a buggy one) cannot
+ * fill the page's memory with one answer.
+ */
+export class ResponseTooLargeError extends Error {
+  constructor(limit) {
+    super(`an answer longer than ${limit} bytes`);
+    this.name = "ResponseTooLargeError";
+    this.limit = limit;
   }
 }
 
@@ -303,14 +321,14 @@ export class EventStreamParser {
 }
 
 /** Creates a session, optionally deep-linked: `{id, token, version, state, navigation}`. */
-export async function createSession(baseURL, feature, state, { fetch: fetcher = globalThis.fetch } = {}) {
+export async function createSession(baseURL, feature, state, { fetch: fetcher = globalThis.fetch, maxResponseBytes } = {}) {
   const body = state === undefined ? { feature } : { feature, state };
-  return request(fetcher, "POST", url(baseURL, "/sessions"), { body });
+  return request(fetcher, "POST", url(baseURL, "/sessions"), { body, maxResponseBytes });
 }
 
 /** GET /features: every hostable feature, its actions, bindings and navigation slots. */
-export async function features(baseURL, { fetch: fetcher = globalThis.fetch } = {}) {
-  return request(fetcher, "GET", url(baseURL, "/features"));
+export async function features(baseURL, { fetch: fetcher = globalThis.fetch, maxResponseBytes } = {}) {
+  return request(fetcher, "GET", url(baseURL, "/features"), { maxResponseBytes });
 }
 
 /**
@@ -323,14 +341,15 @@ export async function features(baseURL, { fetch: fetcher = globalThis.fetch } = 
  * until one arrives); `idleTimeout` in ms (45 s: navd's heartbeat comes every 15 s, so a longer
  * silence means the connection is dead); `maxEventLength`, the longest event taken (64 Mi
  * characters; a longer one ends the session's mirror with `endReason` "eventTooLarge");
- * `fetch` to use instead of the global.
+ * `maxResponseBytes`, the longest answer of a request read (64 MiB; a longer one throws
+ * `ResponseTooLargeError`); `fetch` to use instead of the global.
  */
-export function connect(baseURL, { id, token, onChange, retry = {}, idleTimeout, maxEventLength, fetch: fetcher } = {}) {
-  return new Session(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, fetcher });
+export function connect(baseURL, { id, token, onChange, retry = {}, idleTimeout, maxEventLength, maxResponseBytes, fetch: fetcher } = {}) {
+  return new Session(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, fetcher });
 }
 
 export class Session {
-  constructor(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, fetcher }) {
+  constructor(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, fetcher }) {
     if (typeof id !== "string" || typeof token !== "string") throw new TypeError("connect needs {id, token}");
     this.baseURL = baseURL;
     this.id = id;
@@ -348,6 +367,7 @@ export class Session {
     this.retryAdvised = retry.initial === undefined;
     this.idleTimeout = idleTimeout ?? NAVD_IDLE_TIMEOUT_MS;
     this.maxEventLength = maxEventLength ?? MAX_EVENT_LENGTH;
+    this.maxResponseBytes = maxResponseBytes ?? MAX_RESPONSE_BYTES;
     this.fetcher = fetcher ?? globalThis.fetch.bind(globalThis);
     // The stream being read: its AbortController, which `stop()` aborts.
     this.stream = null;
@@ -405,21 +425,25 @@ export class Session {
 
   /** DELETE: ends the session for everyone; streams get `end`. */
   async end(options = {}) {
-    await request(this.fetcher, "DELETE", this.path(""), { headers: this.headers(options) });
+    await this.request("DELETE", this.path(""), { headers: this.headers(options) });
   }
 
   /** GET /sessions/{id}: `{id, feature, version, state, navigation}`. */
   async describe() {
-    const answer = await request(this.fetcher, "GET", this.path(""), { headers: this.headers({}) });
+    const answer = await this.request("GET", this.path(""), { headers: this.headers({}) });
     this.noteVersion(answer.version);
     return answer;
   }
 
   async mutate(method, path, body, { ifMatch, wait } = {}) {
     const target = this.path(path) + (wait ? "?wait=true" : "");
-    const answer = await request(this.fetcher, method, target, { body, headers: this.headers({ ifMatch }) });
+    const answer = await this.request(method, target, { body, headers: this.headers({ ifMatch }) });
     this.noteVersion(answer.version);
     return answer;
+  }
+
+  request(method, target, options) {
+    return request(this.fetcher, method, target, { ...options, maxResponseBytes: this.maxResponseBytes });
   }
 
   headers({ ifMatch }) {
@@ -446,7 +470,7 @@ export class Session {
     let response;
     try {
       this.arm(stream);
-      const { ticket } = await request(this.fetcher, "POST", this.path("/stream-tickets"), { headers: this.headers({}), signal: stream.signal });
+      const { ticket } = await this.request("POST", this.path("/stream-tickets"), { headers: this.headers({}), signal: stream.signal });
       if (this.stream !== stream) return;
       let target = `${this.path("/events")}?ticket=${encodeURIComponent(ticket)}`;
       if (this.lastEventId !== null) target += `&lastEventId=${this.lastEventId}`;
@@ -590,6 +614,38 @@ export class Session {
   }
 }
 
+/**
+ * The answer's body as text, read only up to `limit` bytes: `response.text()` keeps whatever a
+ * server sends. One that says in advance it is longer is refused unread.
+ */
+async function boundedText(response, limit) {
+  const length = Number(response.headers?.get("Content-Length") ?? NaN);
+  if (length > limit) {
+    response.body?.cancel().catch(() => {});
+    throw new ResponseTooLargeError(limit);
+  }
+  if (!response.body) {
+    // No stream to read from (a null-body status, a polyfill): bounded after the fact.
+    const text = await response.text();
+    if (text.length > limit || new TextEncoder().encode(text).byteLength > limit) throw new ResponseTooLargeError(limit);
+    return text;
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let received = 0;
+  let text = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text + decoder.decode();
+    received += value.byteLength;
+    if (received > limit) {
+      reader.cancel().catch(() => {});
+      throw new ResponseTooLargeError(limit);
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
 function seg(value) {
   return encodeURIComponent(String(value));
 }
@@ -598,7 +654,7 @@ function url(baseURL, path) {
   return String(baseURL).replace(/\/+$/, "") + path;
 }
 
-async function request(fetcher, method, target, { body, headers = {}, signal } = {}) {
+async function request(fetcher, method, target, { body, headers = {}, signal, maxResponseBytes = MAX_RESPONSE_BYTES } = {}) {
   const init = { method, headers: { ...headers }, cache: "no-store" };
   if (signal) init.signal = signal;
   if (body !== undefined) {
@@ -606,7 +662,7 @@ async function request(fetcher, method, target, { body, headers = {}, signal } =
     init.body = JSON.stringify(body);
   }
   const response = await fetcher(target, init);
-  const text = await response.text();
+  const text = await boundedText(response, maxResponseBytes ?? MAX_RESPONSE_BYTES);
   let json = null;
   try {
     json = text ? JSON.parse(text) : null;
