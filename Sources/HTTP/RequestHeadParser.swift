@@ -183,14 +183,18 @@ enum RequestHeadParser {
         return nil
     }
 
-    /// The value as text: visible ASCII, spaces, tabs and valid UTF-8 only.
+    /// The value as text; nil for control characters. Bytes past ASCII that are not UTF-8 are
+    /// obs-text, which RFC 9110 (5.5) asks a recipient to treat as opaque rather than refuse (a
+    /// proxy's Latin-1 header must not fail the request): they are read as ISO-8859-1, one
+    /// character each, so no value navd reads for itself can match them.
     private static func fieldValue(_ bytes: UnsafeRawBufferPointer) -> String? {
         var isASCII = true
         for byte in bytes {
             if byte < 0x20 && byte != ASCII.tab || byte == 0x7F { return nil }
             if byte >= 0x80 { isASCII = false }
         }
-        return isASCII ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
+        if isASCII { return String(decoding: bytes, as: UTF8.self) }
+        return String(validating: bytes, as: UTF8.self) ?? String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
     }
 
     /// A Content-Length value, possibly a list of identical values ("5, 5"); nil if invalid.
