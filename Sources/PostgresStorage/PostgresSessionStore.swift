@@ -97,7 +97,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
     // MARK: - Loading
 
     public func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
-        try SessionPage.readAll({ cursor throws(StorageError) in
+        let failed = try SessionPage.readAll({ cursor throws(StorageError) in
             try connection.withLock { connection -> Result<SessionPage, StorageError> in
                 guard let connection else { return .failure(.unavailable("the store is closed")) }
                 do throws(PostgresConnection.Failure) {
@@ -111,6 +111,19 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 }
             }.get()
         }, each)
+        // The one id the pages leave out, which navd never writes (another program's edit):
+        // reported, never passed over. The id is the primary key, so it cannot be NULL.
+        let empty = try connection.withLock { connection -> Result<Bool, StorageError> in
+            guard let connection else { return .failure(.unavailable("the store is closed")) }
+            do throws(PostgresConnection.Failure) {
+                var found = false
+                try connection.run("SELECT 1 FROM navd_sessions WHERE id = ''", []) { _ in found = true }
+                return .success(found)
+            } catch {
+                return .failure(.unavailable("PostgreSQL: \(error)"))
+            }
+        }.get()
+        return empty ? failed + ["(a session without an id)"] : failed
     }
 
     private static func page(after cursor: String, from connection: PostgresConnection,

@@ -48,6 +48,20 @@ struct PostgresSessionStoreTests {
         #expect(seen == ids, "every session once, across page boundaries")
     }
 
+    /// A row with an empty id, which paging by id cannot reach (another program's edit), is
+    /// reported, not passed over; a bad token hash fails only its own session.
+    @Test func rowsThatCannotBeReadAreReportedAndTheRestLoad() throws {
+        let store = try open()
+        try commit(store, ["good", "bad", "blank"].map { .create(record($0), snapshot(version: 0, last: 0)) })
+        store.close()
+        _ = try server().query("UPDATE navd_sessions SET token_hash = '\\x00' WHERE id = 'bad'", database: database)
+        _ = try server().query("UPDATE navd_sessions SET id = '' WHERE id = 'blank'", database: database)
+        var seen: [String] = []
+        let failed = try open().load { seen.append($0.record.id) }
+        #expect(seen == ["good"])
+        #expect(failed == ["bad", "(a session without an id)"])
+    }
+
     @Test func aSnapshotDropsTheTransactionsItCoversAndTrimsEventsToTheBuffer() throws {
         try contract.aSnapshotDropsTheTransactionsItCovers()
         #expect(try server().query("SELECT count(*) FROM navd_events WHERE session = 'a'", database: database) == ["9"],
