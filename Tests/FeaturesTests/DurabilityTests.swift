@@ -93,6 +93,8 @@ final class MemoryJournal: SessionJournal {
             let live = await harness.session.describe()
             #expect(stored.version == live.version)
             #expect(stored.state == live.state)
+            // The patches were made from kept encodings: held to the state encoded afresh.
+            #expect(stored.state == (await harness.session.stateEncodedBothWays().fresh))
             #expect(stored.navigation == live.navigation)
             let events = journal.entries.flatMap(\.events)
             let restored = try harness.catalog.restoreSession(feature: feature, stored, events: events, journal: MemoryJournal())

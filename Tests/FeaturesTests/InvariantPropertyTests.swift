@@ -25,6 +25,9 @@ import TestSupport
             // The size kept change by change is the size of the tree as it stands.
             let tree = await harness.tree()
             #expect(await harness.session.stateBytes == Self.nodes(in: tree).reduce(0) { $0 + JSONWriter.size($1.json["state"] ?? .null) })
+            // What is kept between encodings of the state is what encoding it afresh gives.
+            let encodings = await harness.session.stateEncodedBothWays()
+            #expect(encodings.kept == encodings.fresh, "step \(step)")
             if step % 100 == 0 {
                 let fresh = try harness.catalog.makeSession(feature: feature, state: await harness.state())
                 #expect(NavigationReplica.shape(of: await fresh.navigation()) == NavigationReplica.shape(of: await harness.tree()))

@@ -14,6 +14,8 @@ public final class Screen<Subject>: Sendable {
     /// Its fields that are its own state rather than its children: the room a node's state
     /// takes, reserved exactly on every derivation.
     nonisolated(unsafe) private(set) var ownFieldCount = 0
+    /// The subject is a class, held as one plain reference: its encodings can be kept by object.
+    private let subjectIsObject = Subject.self is AnyClass && MemoryLayout<Subject>.size == MemoryLayout<AnyObject>.size
 
     /// A screen from its declarations, written in a ``ScreenBuilder`` block in the order the
     /// state encodes its fields.
@@ -69,6 +71,17 @@ public final class Screen<Subject>: Sendable {
 
     func encode(_ subject: Subject) -> JSON {
         if let whole = body.wholeValue { return whole.encode(subject) }
+        if subjectIsObject, let kept = EncodedStates.current {
+            // The subject is one reference (checked at init): read as an object without the
+            // dynamic cast `as AnyObject` would make on every element of a long path.
+            return kept.encoding(EncodedStates.Key(model: unsafeBitCast(subject, to: AnyObject.self), screen: self)) {
+                encodeFields(subject)
+            }
+        }
+        return encodeFields(subject)
+    }
+
+    private func encodeFields(_ subject: Subject) -> JSON {
         var object = JSONObject()
         for field in body.fields { object.append(field.name, field.encode(subject)) }
         return .object(object)

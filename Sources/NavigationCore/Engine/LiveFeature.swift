@@ -2,9 +2,18 @@
 struct Access<Subject> {
     let read: () -> Subject?
     let write: (Subject) -> Void
+    /// The model, when the feature shows one object for as long as it lives.
+    var model: AnyObject?
+
+    init(read: @escaping () -> Subject?, write: @escaping (Subject) -> Void) {
+        self.read = read
+        self.write = write
+    }
 
     static func model(_ model: Subject) -> Access where Subject: AnyObject {
-        Access(read: { model }, write: { _ in })
+        var access = Access(read: { model }, write: { _ in })
+        access.model = model
+        return access
     }
 
     /// Reads, changes and writes back. `nil` if the subject is no longer there.
@@ -26,6 +35,9 @@ struct Derivation {
 /// A feature instance on screen, with its type erased so the reconciler can hold any feature.
 protocol AnyLiveFeature: AnyObject {
     var screenName: String { get }
+    /// What its encoded state is kept under between encodings; nil for a value, whose state
+    /// is its owner's (`EncodedStates`).
+    var encodedStateKey: EncodedStates.Key? { get }
     func derive() -> Derivation?
     func encodeState() -> JSON?
     func perform(_ action: String, arguments: JSON?) throws(NavigationError) -> Effect?
@@ -50,6 +62,10 @@ final class LiveFeature<Subject>: AnyLiveFeature {
     }
 
     var screenName: String { screen.name }
+
+    var encodedStateKey: EncodedStates.Key? {
+        access.model.map { EncodedStates.Key(model: $0, screen: screen) }
+    }
 
     func derive() -> Derivation? {
         guard let subject = access.read() else { return nil }

@@ -125,7 +125,7 @@ public actor NavigationSession {
 
     private func currentSnapshot() -> DurableSession {
         DurableSession(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
-                       state: reconciler.root.feature.encodeState() ?? .null, navigation: reconciler.root.json)
+                       state: reconciler.encodeState() ?? .null, navigation: reconciler.root.json)
     }
 
     /// What a request changed.
@@ -177,10 +177,17 @@ public actor NavigationSession {
         return reconciler.root.json
     }
 
+    /// The full state encoded twice at one moment: with what is kept between encodings, and
+    /// afresh. Tests hold the first to the second.
+    func stateEncodedBothWays() -> (kept: JSON?, fresh: JSON?) {
+        flush()
+        return (reconciler.encodeState(), reconciler.root.feature.encodeState())
+    }
+
     /// `version`, the full state (children included) and the navigation tree, read together.
     public func describe() -> (version: Int, state: JSON, navigation: JSON) {
         flush()
-        return (version, reconciler.root.feature.encodeState() ?? .null, reconciler.root.json)
+        return (version, reconciler.encodeState() ?? .null, reconciler.root.json)
     }
 
     /// Runs `body` on the session's executor with the events after `lastEventID`, or a snapshot
@@ -652,7 +659,7 @@ public actor NavigationSession {
         // Near a limit, keep the state as it was, so a transaction that would cross it can be
         // undone. Far from every limit no transaction of the hosted features can cross one, and
         // this costs nothing.
-        let undo = isNearLimits(carrying: carriedBytes) ? reconciler.root.feature.encodeState() : nil
+        let undo = isNearLimits(carrying: carriedBytes) ? reconciler.encodeState() : nil
         tracker.setInTransaction(true)
         let effectID: Int?
         do throws(NavigationError) {
@@ -775,7 +782,7 @@ public actor NavigationSession {
 
     private func keepStateBeforeEffect() {
         guard stateBeforeEffect == nil, endEvent == nil else { return }
-        stateBeforeEffect = reconciler.root.feature.encodeState()
+        stateBeforeEffect = reconciler.encodeState()
     }
 
     @discardableResult
@@ -793,7 +800,7 @@ public actor NavigationSession {
         // What the store keeps per batch is its events and a patch of the state, never the
         // state whole; a snapshot every so often bounds what a restart must replay, and lets
         // the store drop what came before it.
-        let state = reconciler.root.feature.encodeState() ?? .null
+        let state = reconciler.encodeState() ?? .null
         let patch = JSONPatch.diff(from: durability.recorded, to: state)
         durability.recorded = state
         durability.count(events)

@@ -16,6 +16,8 @@ final class Reconciler {
     private let tracker: ChangeTracker
     /// Nodes a client removed in this transaction; their events say `origin: client`.
     private var clientRemovals: Set<Int> = []
+    /// The encoded states of the features on screen, from one encoding of the state to the next.
+    private let encodedStates = EncodedStates()
 
     /// Removals of one transaction, grouped by the subtree they take away, so the batch can list
     /// unrelated subtrees in tree order whichever feature noticed its change first.
@@ -66,9 +68,31 @@ final class Reconciler {
     var features: [any AnyLiveFeature] { nodesByID.values.map(\.feature) }
     func stack(_ id: String) -> StackNode? { stacksByID[id] }
 
+    /// The session's full state, children included. What is kept of the last encoding is used
+    /// again, less what changed since: every feature marked and its owners up to the root.
+    func encodeState() -> JSON? {
+        forgetEncodings(of: tracker.peek())
+        // A handful of features encode faster afresh than through what is kept of them.
+        guard nodeCount > Self.fewFeatures else { return root.feature.encodeState() }
+        return EncodedStates.$current.withValue(encodedStates) { root.feature.encodeState() }
+    }
+
+    private static let fewFeatures = 4
+
+    private func forgetEncodings(of serials: [Int]) {
+        for serial in serials {
+            var node = nodesBySerial[serial]
+            while let current = node {
+                encodedStates.forget(current.serial)
+                node = current.parent
+            }
+        }
+    }
+
     /// Re-derives every feature that changed since the last call and returns the batch.
     func reconcile() -> [(NavigationEvent.Kind, JSON)] {
         let serials = tracker.drain()
+        forgetEncodings(of: serials)
         if serials.count == 1 || serials.count == 2 && serials[0] == serials[1] {
             // The usual transaction: one feature changed (once or twice).
             if let node = nodesBySerial[serials[0]], node.isAttached { update(node) }
@@ -395,6 +419,7 @@ final class Reconciler {
         countByDepth[node.depth] += 1
         nodesBySerial[node.serial] = node
         nodesByID[node.id] = node
+        if let key = node.feature.encodedStateKey { encodedStates.register(key, serial: node.serial) }
     }
 
     private func detach(_ node: Node) {
@@ -404,6 +429,7 @@ final class Reconciler {
         nodesBySerial[node.serial] = nil
         nodesByID[node.id] = nil
         for stack in node.stacks { stacksByID[stack.id] = nil }
+        if let key = node.feature.encodedStateKey { encodedStates.remove(key, serial: node.serial) }
     }
 
     private func takeBatch() -> [(NavigationEvent.Kind, JSON)] {
