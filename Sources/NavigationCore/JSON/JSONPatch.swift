@@ -29,6 +29,7 @@ public enum JSONPatch {
     private static func diff(_ old: JSON, _ new: JSON, path: inout [PathComponent], into operations: inout [JSON]) {
         switch (old, new) {
         case (.object(let before), .object(let after)):
+            if sharesStorage(before.pairs, after.pairs) { return }
             for pair in before.pairs where after[pair.key] == nil {
                 path.append(.key(pair.key))
                 operations.append(operation("remove", path))
@@ -44,6 +45,7 @@ public enum JSONPatch {
                 path.removeLast()
             }
         case (.array(let before), .array(let after)):
+            if sharesStorage(before, after) { return }
             let common = min(before.count, after.count)
             for index in 0..<common {
                 path.append(.index(index))
@@ -62,6 +64,14 @@ public enum JSONPatch {
         default:
             if old != new { operations.append(operation("replace", path, new)) }
         }
+    }
+
+    /// Two arrays on one buffer hold the same elements: a part of the state whose encoding was
+    /// kept (`EncodedStates`) is the very value the last batch recorded, and is passed over
+    /// without a walk.
+    private static func sharesStorage<Element>(_ first: [Element], _ second: [Element]) -> Bool {
+        first.count == second.count
+            && first.withUnsafeBufferPointer { one in second.withUnsafeBufferPointer { other in one.baseAddress == other.baseAddress } }
     }
 
     private static func operation(_ op: String, _ path: [PathComponent], _ value: JSON? = nil) -> JSON {
