@@ -46,6 +46,10 @@ final class EncodedStates: @unchecked Sendable {
         encoded[serial] = nil
     }
 
+    func forgetAll() {
+        if !encoded.isEmpty { encoded.removeAll() }
+    }
+
     /// The kept encoding of `key`'s node, or `encode`'s, kept when the key is on screen.
     func encoding(_ key: Key, _ encode: () -> JSON) -> JSON {
         guard let serial = serials[key] else { return encode() }

@@ -125,7 +125,7 @@ public actor NavigationSession {
 
     private func currentSnapshot() -> DurableSession {
         DurableSession(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
-                       state: reconciler.encodeState() ?? .null, navigation: reconciler.root.json)
+                       state: encodeState() ?? .null, navigation: reconciler.root.json)
     }
 
     /// What a request changed.
@@ -181,13 +181,13 @@ public actor NavigationSession {
     /// afresh. Tests hold the first to the second.
     func stateEncodedBothWays() -> (kept: JSON?, fresh: JSON?) {
         flush()
-        return (reconciler.encodeState(), reconciler.root.feature.encodeState())
+        return (reconciler.encodeState(keeping: true), reconciler.root.feature.encodeState())
     }
 
     /// `version`, the full state (children included) and the navigation tree, read together.
     public func describe() -> (version: Int, state: JSON, navigation: JSON) {
         flush()
-        return (version, reconciler.encodeState() ?? .null, reconciler.root.json)
+        return (version, encodeState() ?? .null, reconciler.root.json)
     }
 
     /// Runs `body` on the session's executor with the events after `lastEventID`, or a snapshot
@@ -659,7 +659,7 @@ public actor NavigationSession {
         // Near a limit, keep the state as it was, so a transaction that would cross it can be
         // undone. Far from every limit no transaction of the hosted features can cross one, and
         // this costs nothing.
-        let undo = isNearLimits(carrying: carriedBytes) ? reconciler.encodeState() : nil
+        let undo = isNearLimits(carrying: carriedBytes) ? reconciler.encodeState(keeping: true) : nil
         tracker.setInTransaction(true)
         let effectID: Int?
         do throws(NavigationError) {
@@ -774,6 +774,14 @@ public actor NavigationSession {
         commit(reconciler.reconcile())
     }
 
+    /// The full state. Its encodings are kept from one call to the next only where the next
+    /// comes soon: a durable session encodes every batch (`commit`), and one near a bound
+    /// before every transaction. Any other encodes now and then (a read, a stream's snapshot),
+    /// and keeping its encodings would hold a copy of its state for nothing.
+    private func encodeState() -> JSON? {
+        reconciler.encodeState(keeping: durability != nil || isNearLimits(carrying: 0))
+    }
+
     /// The state before an effect's first change since the last batch, so that `flush` can drop
     /// a change that would take the state past its byte bound. Kept for every effect, wherever
     /// the session stands: what an effect brings is the feature's own business (a fact, several
@@ -782,7 +790,7 @@ public actor NavigationSession {
 
     private func keepStateBeforeEffect() {
         guard stateBeforeEffect == nil, endEvent == nil else { return }
-        stateBeforeEffect = reconciler.encodeState()
+        stateBeforeEffect = encodeState()
     }
 
     @discardableResult
@@ -800,7 +808,7 @@ public actor NavigationSession {
         // What the store keeps per batch is its events and a patch of the state, never the
         // state whole; a snapshot every so often bounds what a restart must replay, and lets
         // the store drop what came before it.
-        let state = reconciler.encodeState() ?? .null
+        let state = reconciler.encodeState(keeping: true) ?? .null
         let patch = JSONPatch.diff(from: durability.recorded, to: state)
         durability.recorded = state
         durability.count(events)

@@ -68,12 +68,16 @@ final class Reconciler {
     var features: [any AnyLiveFeature] { nodesByID.values.map(\.feature) }
     func stack(_ id: String) -> StackNode? { stacksByID[id] }
 
-    /// The session's full state, children included. What is kept of the last encoding is used
-    /// again, less what changed since: every feature marked and its owners up to the root.
-    func encodeState() -> JSON? {
-        forgetEncodings(of: tracker.peek())
+    /// The session's full state, children included. With `keeping`, what is kept of the last
+    /// encoding is used again, less what changed since (every feature marked and its owners up
+    /// to the root), and this one is kept; without, nothing stays kept.
+    func encodeState(keeping: Bool) -> JSON? {
         // A handful of features encode faster afresh than through what is kept of them.
-        guard nodeCount > Self.fewFeatures else { return root.feature.encodeState() }
+        guard keeping, nodeCount > Self.fewFeatures else {
+            encodedStates.forgetAll()
+            return root.feature.encodeState()
+        }
+        forgetEncodings(of: tracker.peek())
         return EncodedStates.$current.withValue(encodedStates) { root.feature.encodeState() }
     }
 
