@@ -66,18 +66,10 @@ public final class FactStub: Sendable {
     deinit { stop() }
 
     private func serve(_ behavior: Behavior) {
-        while !stopped.load(ordering: .sequentiallyConsistent) {
-            let client = accept(listener, nil, nil)
-            guard client >= 0 else { return }
-            suppressSIGPIPE(client)
+        Loopback.serveEach(listener, while: { [self] in !stopped.load(ordering: .sequentiallyConsistent) }) { [self] client in
             open.add(1, ordering: .sequentiallyConsistent)
-            // A connection each, so one slow answer holds up no other request.
-            let thread = Thread { [self] in
-                answer(client, behavior)
-                close(client)
-                open.subtract(1, ordering: .sequentiallyConsistent)
-            }
-            thread.start()
+            answer(client, behavior)
+            open.subtract(1, ordering: .sequentiallyConsistent)
         }
     }
 
@@ -122,6 +114,22 @@ public final class FactStub: Sendable {
 public enum Loopback {
     public struct SocketError: Error, CustomStringConvertible {
         public let description: String
+    }
+
+    /// Accepts on `listener` until it is closed (or `proceed` says no), and runs `handle` on a
+    /// thread of its own for each connection, so one slow answer holds up no other request;
+    /// the connection is closed once `handle` returns. Returns when the listener is closed.
+    public static func serveEach(_ listener: Int32, while proceed: () -> Bool = { true },
+                                 _ handle: @escaping @Sendable (Int32) -> Void) {
+        while proceed() {
+            let connection = accept(listener, nil, nil)
+            guard connection >= 0 else { return }
+            suppressSIGPIPE(connection)
+            Thread {
+                handle(connection)
+                close(connection)
+            }.start()
+        }
     }
 
     /// A listening socket on 127.0.0.1 with an ephemeral port.

@@ -82,7 +82,10 @@ import TestSupport
         }
     }
 
-    @Test func sigtermEndsInMemorySessionsWithEndAndExitsZeroWithinFiveSeconds() async throws {
+    /// SIGTERM, and a closing terminal's SIGHUP, stop navd gracefully: never by SIGHUP's default
+    /// action, which would end the process without a drain.
+    @Test(arguments: [SIGTERM, SIGHUP])
+    func aStopSignalEndsInMemorySessionsWithEndAndExitsZeroWithinFiveSeconds(_ signal: Int32) async throws {
         let navd = try Running(["--port", "0", "--store", "memory", "--log-requests", "off", "--fact-base-url", "http://127.0.0.1:9"])
         try navd.waitUntilListening()
         let created = try await LoopbackClient(port: navd.port).request("POST", "/sessions", json: #"{"feature":"counter"}"#)
@@ -94,7 +97,7 @@ import TestSupport
         _ = try await stream.readEvents { $0.name == "snapshot" }
 
         let signalled = ContinuousClock.now
-        navd.process.terminate()  // SIGTERM
+        kill(navd.process.processIdentifier, signal)
         let end = try await stream.readEvents { $0.name == "end" }
         #expect(end.last?.name == "end")
         #expect(end.last?.data["reason"]?.stringValue == "shutdown")
@@ -102,27 +105,6 @@ import TestSupport
         #expect(ContinuousClock.now - signalled < .seconds(5))
         #expect(navd.process.terminationStatus == 0)
         #expect(navd.process.terminationReason == .exit)
-    }
-
-    /// A closing terminal's SIGHUP stops navd as SIGTERM does, never by the default action,
-    /// which would end the process without a drain.
-    @Test func sighupStopsGracefullyLikeSigterm() async throws {
-        let navd = try Running(["--port", "0", "--store", "memory", "--log-requests", "off", "--fact-base-url", "http://127.0.0.1:9"])
-        try navd.waitUntilListening()
-        let created = try await LoopbackClient(port: navd.port).request("POST", "/sessions", json: #"{"feature":"counter"}"#)
-        let id = try #require(created.json["id"]?.stringValue)
-        let token = try #require(created.json["token"]?.stringValue)
-        let stream = try LoopbackClient(port: navd.port)
-        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events?token=\(token)"))
-        _ = try await stream.readResponse()
-        _ = try await stream.readEvents { $0.name == "snapshot" }
-
-        kill(navd.process.processIdentifier, SIGHUP)
-        let end = try await stream.readEvents { $0.name == "end" }
-        #expect(end.last?.data["reason"]?.stringValue == "shutdown")
-        #expect(await navd.wait(timeout: .seconds(5)))
-        #expect(navd.process.terminationReason == .exit)
-        #expect(navd.process.terminationStatus == 0)
     }
 
     @Test func badSettingsExitWithCode2AndSayWhy() async throws {

@@ -223,29 +223,24 @@ final class ScriptedNavd: Sendable {
         (listener, port) = try Loopback.listen()
         let listener = self.listener
         Thread { [self] in
-            while true {
-                let connection = accept(listener, nil, nil)
-                guard connection >= 0 else { return }
-                Thread {
-                    defer { close(connection) }
-                    if Loopback.readRequestPath(connection).hasSuffix("/stream-tickets") {
-                        let json = #"{"ticket":"t","expiresIn":60}"#
-                        Loopback.send(connection, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\nConnection: close\r\n\r\n\(json)")
-                        return
-                    }
-                    let number = self.opened.withLock { count in
-                        count += 1
-                        return count - 1
-                    }
-                    guard Loopback.send(connection, head) else { return }
-                    let piece = body(number)
-                    for _ in 0..<repeats { guard Loopback.send(connection, piece) else { return } }
-                    let deadline = Date().addingTimeInterval(hold)
-                    while Date() < deadline {
-                        usleep(100_000)
-                        if drip, !Loopback.send(connection, " ") { return }
-                    }
-                }.start()
+            Loopback.serveEach(listener) { connection in
+                if Loopback.readRequestPath(connection).hasSuffix("/stream-tickets") {
+                    let json = #"{"ticket":"t","expiresIn":60}"#
+                    Loopback.send(connection, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\nConnection: close\r\n\r\n\(json)")
+                    return
+                }
+                let number = self.opened.withLock { count in
+                    count += 1
+                    return count - 1
+                }
+                guard Loopback.send(connection, head) else { return }
+                let piece = body(number)
+                for _ in 0..<repeats { guard Loopback.send(connection, piece) else { return } }
+                let deadline = Date().addingTimeInterval(hold)
+                while Date() < deadline {
+                    usleep(100_000)
+                    if drip, !Loopback.send(connection, " ") { return }
+                }
             }
         }.start()
     }
@@ -326,29 +321,24 @@ final class EndlessAnswer: Sendable {
         self.listener = listener
         url = URL(string: "http://127.0.0.1:\(port)")!
         Thread { [self] in
-            while true {
-                let connection = accept(listener, nil, nil)
-                guard connection >= 0 else { return }
-                Thread {
-                    defer { close(connection) }
-                    _ = Loopback.readRequestPath(connection)
-                    guard Loopback.send(connection, head) else { return }
-                    guard endless else {
-                        // Closed only once the client has read the answer and hung up: closing
-                        // with its body unread would reset the connection under the answer.
-                        var byte: UInt8 = 0
-                        while recv(connection, &byte, 1, 0) > 0 {}
-                        self.hungUp.store(true, ordering: .relaxed)
-                        return
-                    }
-                    let piece = String(repeating: "0", count: 16 << 10)
-                    while Loopback.send(connection, piece) {
-                        usleep(1000)  // 16 MB/s: a flood, yet one that leaves the client's cancel room to land
-                        // Up to 64 MiB (4 s): a client that never hangs up fails the test, not the machine.
-                        guard self.sent.add(piece.utf8.count, ordering: .relaxed).newValue < 64 << 20 else { return }
-                    }
+            Loopback.serveEach(listener) { connection in
+                _ = Loopback.readRequestPath(connection)
+                guard Loopback.send(connection, head) else { return }
+                guard endless else {
+                    // Closed only once the client has read the answer and hung up: closing
+                    // with its body unread would reset the connection under the answer.
+                    var byte: UInt8 = 0
+                    while recv(connection, &byte, 1, 0) > 0 {}
                     self.hungUp.store(true, ordering: .relaxed)
-                }.start()
+                    return
+                }
+                let piece = String(repeating: "0", count: 16 << 10)
+                while Loopback.send(connection, piece) {
+                    usleep(1000)  // 16 MB/s: a flood, yet one that leaves the client's cancel room to land
+                    // Up to 64 MiB (4 s): a client that never hangs up fails the test, not the machine.
+                    guard self.sent.add(piece.utf8.count, ordering: .relaxed).newValue < 64 << 20 else { return }
+                }
+                self.hungUp.store(true, ordering: .relaxed)
             }
         }.start()
     }
