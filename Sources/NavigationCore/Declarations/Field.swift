@@ -14,6 +14,8 @@ public struct Field<Subject>: Sendable {
     public let isBindable: Bool
     /// Holds child features, which the tree shows as presentations or stack elements.
     public let holdsChildren: Bool
+    /// Coded only by the library's own codecs (`StateCodec.isStructural`).
+    let isStructural: Bool
     let encode: @Sendable (Subject) -> JSON
     /// Decodes against the value in place, so child models keep their identity.
     let assign: @Sendable (inout Subject, JSON, JSONPath) throws(StateError) -> Void
@@ -59,6 +61,7 @@ public struct Field<Subject>: Sendable {
         self.schema = schema
         self.isBindable = false
         self.holdsChildren = false
+        self.isStructural = false
         self.encode = encode
         self.assign = assign
         self.reset = reset
@@ -75,6 +78,7 @@ public struct Field<Subject>: Sendable {
         self.schema = codec.schema
         self.isBindable = isBindable
         self.holdsChildren = holdsChildren
+        self.isStructural = codec.isStructural
         self.encode = { subject in codec.encode(subject[keyPath: keyPath]) }
         self.assign = { subject, json, path throws(StateError) in
             subject[keyPath: keyPath] = try codec.decode(json, path, subject[keyPath: keyPath])

@@ -16,6 +16,10 @@ public final class Screen<Subject>: Sendable {
     nonisolated(unsafe) private(set) var ownFieldCount = 0
     /// The subject is a class, held as one plain reference: its encodings can be kept by object.
     private let subjectIsObject = Subject.self is AnyClass && MemoryLayout<Subject>.size == MemoryLayout<AnyObject>.size
+    /// What it encodes is what its node observes, and its children's screens' encodings: its
+    /// fields are coded one by one, and those that hold children only by the library's own
+    /// codecs (`StateCodec.isStructural`).
+    nonisolated(unsafe) private(set) var encodingCanBeKept = false
 
     /// A screen from its declarations, written in a ``ScreenBuilder`` block in the order the
     /// state encodes its fields.
@@ -56,6 +60,7 @@ public final class Screen<Subject>: Sendable {
         self.body = ScreenBody()
         self.body = body(self)
         ownFieldCount = self.body.fields.count { !$0.holdsChildren }
+        encodingCanBeKept = self.body.wholeValue == nil && self.body.fields.allSatisfy { !$0.holdsChildren || $0.isStructural }
         if let repeated = self.body.repeatedName {
             // A declaration, not input: two fields of one name would make a state with the key twice.
             preconditionFailure("screen \(name): \(repeated) is declared twice")
@@ -66,22 +71,19 @@ public final class Screen<Subject>: Sendable {
     public var codec: StateCodec<Subject> {
         StateCodec(schema: .feature(self), encode: { [self] subject in encode(subject) }) { [self] json, path, existing throws(StateError) in
             try decode(json, at: path, into: existing)
-        }
+        }.structural(true)
     }
 
     func encode(_ subject: Subject) -> JSON {
-        if let whole = body.wholeValue { return whole.encode(subject) }
-        if subjectIsObject, let kept = EncodedStates.current {
-            // The subject is one reference (checked at init): read as an object without the
-            // dynamic cast `as AnyObject` would make on every element of a long path.
-            return kept.encoding(EncodedStates.Key(model: unsafeBitCast(subject, to: AnyObject.self), screen: self)) {
-                encodeFields(subject)
-            }
-        }
-        return encodeFields(subject)
+        guard subjectIsObject, let kept = EncodedStates.current else { return encodeAfresh(subject) }
+        // The subject is one reference (checked at init): read as an object without the dynamic
+        // cast `as AnyObject` would make on every element of a long path.
+        let key = EncodedStates.Key(model: unsafeBitCast(subject, to: AnyObject.self), screen: self)
+        return kept.encoding(key, canBeKept: encodingCanBeKept) { encodeAfresh(subject) }
     }
 
-    private func encodeFields(_ subject: Subject) -> JSON {
+    private func encodeAfresh(_ subject: Subject) -> JSON {
+        if let whole = body.wholeValue { return whole.encode(subject) }
         var object = JSONObject()
         for field in body.fields { object.append(field.name, field.encode(subject)) }
         return .object(object)

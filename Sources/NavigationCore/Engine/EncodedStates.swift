@@ -10,7 +10,14 @@
 /// which their own nodes observe. So a change marks the node that observed it, and forgetting
 /// that node's encoding and every ancestor's (whose encodings contain it) is enough. Only
 /// features whose model stays the same object for the node's life are kept (a value's state is
-/// part of its owner's), under the model and the screen that encodes it.
+/// part of its owner's), under the model and the screen that encodes it; an encoding that holds
+/// a model encoded otherwise (by another screen, or a codec written by hand) is not kept.
+///
+/// It rests on the rule every feature keeps anyway for its tree to be right: what a screen
+/// encodes is observable state, and values that are equal encode alike. A change Observation
+/// does not report (an `@ObservationIgnored` property, a value set to one that is `==` yet
+/// encodes otherwise) leaves the tree behind as well; a durable snapshot, encoded afresh every
+/// so often, bounds how long the stored state can be behind with it.
 ///
 /// Confined to the session's executor: the reconciler owns it, and `Screen.encode` reads it
 /// through a task-local only while the reconciler encodes.
@@ -50,12 +57,31 @@ final class EncodedStates: @unchecked Sendable {
         if !encoded.isEmpty { encoded.removeAll() }
     }
 
-    /// The kept encoding of `key`'s node, or `encode`'s, kept when the key is on screen.
-    func encoding(_ key: Key, _ encode: () -> JSON) -> JSON {
-        guard let serial = serials[key] else { return encode() }
+    /// Set while an encoding met a model no node on screen observes as encoded: what holds it
+    /// may change unseen, so no encoding around it is kept.
+    private var metUnobserved = false
+
+    /// `encode`, run with these states kept: the session's whole state, say.
+    func keeping(_ encode: () -> JSON?) -> JSON? {
+        metUnobserved = false
+        return Self.$current.withValue(self) { encode() }
+    }
+
+    /// The kept encoding of `key`'s node, or `encode`'s, kept when the key is a node's and
+    /// nothing in it is unobserved. A model no node shows under this screen (another screen
+    /// codes it, or none shows it), or a screen that codes its children by hand
+    /// (`canBeKept` false), may change unseen: then neither it nor what holds it is kept.
+    func encoding(_ key: Key, canBeKept: Bool, _ encode: () -> JSON) -> JSON {
+        guard canBeKept, let serial = serials[key] else {
+            metUnobserved = true
+            return encode()
+        }
         if let kept = encoded[serial] { return kept }
+        let metBefore = metUnobserved
+        metUnobserved = false
         let fresh = encode()
-        encoded[serial] = fresh
+        if !metUnobserved { encoded[serial] = fresh }
+        metUnobserved = metUnobserved || metBefore
         return fresh
     }
 }

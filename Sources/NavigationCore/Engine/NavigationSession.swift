@@ -587,7 +587,7 @@ public actor NavigationSession {
         runningEffects.removeAll()
         for wakeup in effectWaiters.values.joined() { wakeup.fire() }
         effectWaiters.removeAll()
-        _ = tracker.drain()
+        reconciler.discardChanges()
         if let durable = try? durability.snapshot.applying(durability.entriesSinceSnapshot),
            let root = try? rebuild(durable.state),
            let restored = try? Reconciler(root: root, tracker: tracker, restoring: durable.navigation, nextSerial: durable.nextSerial) {
@@ -808,12 +808,15 @@ public actor NavigationSession {
         // What the store keeps per batch is its events and a patch of the state, never the
         // state whole; a snapshot every so often bounds what a restart must replay, and lets
         // the store drop what came before it.
-        let state = reconciler.encodeState(keeping: true) ?? .null
+        durability.count(events)
+        let snapshotIsDue = durability.snapshotIsDue(limits)
+        // A snapshot is encoded afresh, and what is kept starts over from it: a change a feature
+        // made unobserved (see `EncodedStates`) is stored by the next snapshot at the latest.
+        let state = reconciler.encodeState(keeping: !snapshotIsDue) ?? .null
         let patch = JSONPatch.diff(from: durability.recorded, to: state)
         durability.recorded = state
-        durability.count(events)
         var snapshot: DurableSession?
-        if durability.snapshotIsDue(limits) {
+        if snapshotIsDue {
             snapshot = DurableSession(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
                                       state: state, navigation: reconciler.root.json)
             durability.resetCounts()

@@ -78,7 +78,14 @@ final class Reconciler {
             return root.feature.encodeState()
         }
         forgetEncodings(of: tracker.peek())
-        return EncodedStates.$current.withValue(encodedStates) { root.feature.encodeState() }
+        return encodedStates.keeping { root.feature.encodeState() }
+    }
+
+    /// Drops what changed since the last reconciliation, unreconciled, and every kept encoding
+    /// with it: for a rollback, which rebuilds the session or, failing that, keeps it as it is.
+    func discardChanges() {
+        _ = tracker.drain()
+        encodedStates.forgetAll()
     }
 
     private static let fewFeatures = 4

@@ -3,6 +3,7 @@ public struct EnumCase<Enum>: Sendable {
     /// The case's name: the single key of its JSON object.
     public let name: String
     let payloadSchema: StateSchema
+    let payloadIsStructural: Bool
     let extractJSON: @Sendable (Enum) -> JSON?
     let decodePayload: @Sendable (JSON, JSONPath, Enum?) throws(StateError) -> Enum
 
@@ -17,6 +18,7 @@ public struct EnumCase<Enum>: Sendable {
     ) {
         self.name = name
         self.payloadSchema = payload.schema
+        self.payloadIsStructural = payload.isStructural
         self.extractJSON = { value in extract(value).map(payload.encode) }
         self.decodePayload = { json, path, existing throws(StateError) in
             embed(try payload.decode(json, path, existing.flatMap(extract)))
@@ -44,6 +46,6 @@ extension StateCodec {
                 throw StateError(path.appending(key), "unknown case; expected one of \(names)")
             }
             return try enumCase.decodePayload(payload, path.appending(key), existing)
-        })
+        }).structural(cases.allSatisfy(\.payloadIsStructural))
     }
 }

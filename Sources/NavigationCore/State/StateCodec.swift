@@ -14,6 +14,12 @@ public struct StateCodec<Value>: Sendable {
 
     /// The type as `GET /features` lists it: `integer`, `string?`, `[Path]`, `Network`.
     public var typeName: String { schema.typeName }
+    /// Built only from this library's codecs (numbers, strings, optional, array, oneOf, a
+    /// screen's): it encodes the value itself and, for a model in it, what the model's screen
+    /// encodes, which `EncodedStates` can follow. A codec written by hand may read what no one
+    /// observes (a model's property, say), so an owner whose children it encodes is encoded
+    /// afresh every time.
+    private(set) var isStructural = false
 
     /// - Parameters:
     ///   - schema: what `decode` accepts; a contract generated from it must not promise more.
@@ -28,6 +34,13 @@ public struct StateCodec<Value>: Sendable {
         self.encode = encode
         self.decode = decode
     }
+
+    /// This codec, said to be built only from the library's own (`isStructural`).
+    func structural(_ isStructural: Bool) -> StateCodec {
+        var codec = self
+        codec.isStructural = isStructural
+        return codec
+    }
 }
 
 extension StateCodec where Value == Int {
@@ -35,7 +48,7 @@ extension StateCodec where Value == Int {
     public static let int = StateCodec(schema: .integer, encode: { .int($0) }) { json, path, _ throws(StateError) in
         guard case .int(let value) = json else { throw .typeMismatch(path, expected: "an integer", found: json) }
         return value
-    }
+    }.structural(true)
 }
 
 extension StateCodec where Value == Bool {
@@ -43,7 +56,7 @@ extension StateCodec where Value == Bool {
     public static let bool = StateCodec(schema: .boolean, encode: { .bool($0) }) { json, path, _ throws(StateError) in
         guard case .bool(let value) = json else { throw .typeMismatch(path, expected: "a boolean", found: json) }
         return value
-    }
+    }.structural(true)
 }
 
 extension StateCodec where Value == String {
@@ -51,7 +64,7 @@ extension StateCodec where Value == String {
     public static let string = StateCodec(schema: .string(allowed: nil), encode: { .string($0) }) { json, path, _ throws(StateError) in
         guard case .string(let value) = json else { throw .typeMismatch(path, expected: "a string", found: json) }
         return value
-    }
+    }.structural(true)
 }
 
 extension StateCodec where Value == Double {
@@ -62,7 +75,7 @@ extension StateCodec where Value == Double {
         case .int(let value): return Double(value)
         default: throw .typeMismatch(path, expected: "a number", found: json)
         }
-    }
+    }.structural(true)
 
     /// A number within `range`, such as a signal strength from 0 to 1.
     public static func double(in range: ClosedRange<Double>) -> StateCodec {
@@ -72,7 +85,7 @@ extension StateCodec where Value == Double {
                 throw StateError(path, "must be between \(range.lowerBound) and \(range.upperBound)")
             }
             return value
-        }
+        }.structural(true)
     }
 }
 
@@ -83,7 +96,7 @@ extension StateCodec {
             json, path, existing throws(StateError) in
             if case .null = json { return nil }
             return try wrapped.decode(json, path, existing ?? nil)
-        }
+        }.structural(wrapped.isStructural)
     }
 
     /// Elements decode against the element at the same index, so a path keeps its models.
@@ -98,6 +111,6 @@ extension StateCodec {
                 result.append(try element.decode(item, path.appending(index: index), current))
             }
             return result
-        }
+        }.structural(element.isStructural)
     }
 }
