@@ -79,8 +79,60 @@ private let desk = Screen<Desk>("desk", make: { Desk() }) {
     Action.sync("editFirst") { $0.leaves[0].text += "e" }
 }
 
+/// A shelf codes its leaves with another screen than the one that shows them, while a sheet of
+/// the room shows the same leaf with that other screen: the key is on screen, but elsewhere.
+@Observable private final class Shelf { var leaves: [Leaf] = [] }
+@Observable private final class Room {
+    var shelf: Shelf? = Shelf()
+    var focus: Leaf?
+    var more: [Leaf] = []
+}
+
+private let shelf = Screen<Shelf>("shelf", make: { Shelf() }) {
+    StackSlot.path("leaves", \.leaves, edit: { model, body in body(&model.leaves) }, accepts: [], screens: [leafScreen],
+                   codec: leafWithHidden.codec, feature: { StackElement($0, leafScreen) })
+}
+
+private let room = Screen<Room>("room", make: { Room() }) {
+    PresentationSlot.model("shelf", style: .sheet, \.shelf, screen: shelf)
+    PresentationSlot.model("focus", style: .sheet, \.focus, screen: leafWithHidden)
+    StackSlot.path("more", \.more, edit: { model, body in body(&model.more) }, accepts: [], screens: [leafScreen],
+                   codec: leafScreen.codec, feature: { StackElement($0, leafScreen) })
+    Action.sync("focusFirst") { $0.focus = $0.shelf?.leaves.first }
+    Action.sync("hide") { room in
+        if let leaf = room.shelf?.leaves.first { leaf.hidden += 1 }
+    }
+}
+
+/// A value feature whose screen codes a child model by hand (an `ownerCodec` of its own).
+private struct Card { var memo: Memo? = Memo() }
+@Observable private final class Holder {
+    var card: Card? = Card()
+    var leaves: [Leaf] = []
+}
+
+private let memoByHand = StateCodec<Memo>(schema: .anyObject, encode: { memo in
+    .object(JSONObject([("text", .string(memo.text)), ("hidden", .int(memo.hidden))]))
+}) { json, _, existing throws(StateError) in
+    let memo = existing ?? Memo()
+    if case .string(let text)? = json["text"] { memo.text = text }
+    if case .int(let hidden)? = json["hidden"] { memo.hidden = hidden }
+    return memo
+}
+
+private let card = Screen<Card>("card", make: { Card() }) {
+    PresentationSlot.item("memo", style: .sheet, \.memo, screen: memoSheet, ownerCodec: memoByHand)
+}
+
+private let holder = Screen<Holder>("holder", make: { Holder() }) {
+    PresentationSlot.item("card", style: .sheet, \.card, screen: card, identity: { _ in .presence })
+    StackSlot.path("leaves", \.leaves, edit: { model, body in body(&model.leaves) }, accepts: [], screens: [leafScreen],
+                   codec: leafScreen.codec, feature: { StackElement($0, leafScreen) })
+    Action.sync("hide") { $0.card?.memo?.hidden += 1 }
+}
+
 private let catalog = FeatureCatalog(hosting: [.init(trunk("trunk", coding: leafScreen)), .init(trunk("trunkWithHidden", coding: leafWithHidden)),
-                                               .init(desk)])
+                                               .init(desk), .init(room), .init(holder)])
 
 @Suite struct EncodedStatesTests {
     private func session(_ feature: String, _ state: String, limits: SessionLimits = SessionLimits()) throws -> NavigationSession {
@@ -100,22 +152,43 @@ private let catalog = FeatureCatalog(hosting: [.init(trunk("trunk", coding: leaf
         session.navigation()["stacks"]?.arrayValue?.first?["elements"]?.arrayValue?[index]["id"]?.stringValue ?? "?"
     }
 
-    /// A model its owner codes with a screen other than the one that shows it: the owner's
-    /// encoding holds what no node observes, and is not kept.
+    /// A model its owner codes otherwise than the node that shows it there: with another screen
+    /// (a path's codec, an item's `ownerCodec`, even one a node elsewhere shows it with), or by
+    /// hand inside a value. The owner's encoding holds what no node there observes, and is not
+    /// kept.
     @Test(arguments: [
-        ("trunkWithHidden", trunkState(leaves: 5), "hideAll"),
-        ("desk", #"{"memo":{},"leaves":[{},{},{},{}]}"#, "hide"),
+        ("trunkWithHidden", trunkState(leaves: 5), ["hideAll"]),
+        ("desk", #"{"memo":{},"leaves":[{},{},{},{}]}"#, ["hide"]),
+        ("room", #"{"shelf":{"leaves":[{}]},"more":[{},{},{}]}"#, ["focusFirst", "hide"]),
+        ("holder", #"{"card":{"memo":{"text":"t","hidden":0}},"leaves":[{},{},{}]}"#, ["hide"]),
     ])
-    func aModelCodedByAnotherScreenIsNeverKeptStale(_ feature: String, _ state: String, _ action: String) async throws {
+    func aModelCodedOtherwiseIsNeverKeptStale(_ feature: String, _ state: String, _ actions: [String]) async throws {
         let session = try session(feature, state)
         let (kept, fresh) = try await session.run { session throws(NavigationError) in
-            _ = session.stateEncodedBothWays()
-            _ = try session.perform(target: "root", action: action, arguments: nil)
+            for action in actions {
+                _ = session.stateEncodedBothWays()
+                _ = try session.perform(target: "root", action: action, arguments: nil)
+            }
             let both = session.stateEncodedBothWays()
             return (Self.bytes(both.kept), Self.bytes(both.fresh))
         }
         #expect(kept == fresh)
         #expect(fresh.contains(#""hidden":1"#))
+    }
+
+    /// The change the shelf's encoding holds is shown by the sheet, so it makes a batch: its
+    /// patch carries the change under the shelf too.
+    @Test func aDurablePatchCarriesAChangeToAModelCodedOtherwise() async throws {
+        let session = try session("room", #"{"shelf":{"leaves":[{}]},"more":[{},{},{}]}"#)
+        let journal = MemoryJournal()
+        let first = await session.makeDurable(journal: journal)
+        _ = try await session.perform(target: "root", action: "focusFirst", arguments: nil)
+        _ = try await session.perform(target: "root", action: "hide", arguments: nil)
+        for _ in 0..<2500 where await session.pendingWrites > 0 { try await Task.sleep(for: .milliseconds(2)) }
+        let stored = try journal.restored(from: first)
+        let fresh = await session.stateEncodedBothWays().fresh
+        #expect(Self.bytes(fresh).contains(#""leaves":[{"text":"","boxed":0,"hidden":1}]"#))
+        #expect(Self.bytes(stored.state) == Self.bytes(fresh))
     }
 
     /// A model shared by two elements, pops and pushes across the few features encoded afresh,

@@ -20,6 +20,10 @@ public final class Screen<Subject>: Sendable {
     /// fields are coded one by one, and those that hold children only by the library's own
     /// codecs (`StateCodec.isStructural`).
     nonisolated(unsafe) private(set) var encodingCanBeKept = false
+    /// Its fields that hold children use only the library's own codecs. Checked for a value's
+    /// screen too: its state is its owner's, so a codec of its written by hand makes the
+    /// owner's encoding one that cannot be kept.
+    nonisolated(unsafe) private(set) var childrenAreStructural = false
 
     /// A screen from its declarations, written in a ``ScreenBuilder`` block in the order the
     /// state encodes its fields.
@@ -60,7 +64,8 @@ public final class Screen<Subject>: Sendable {
         self.body = ScreenBody()
         self.body = body(self)
         ownFieldCount = self.body.fields.count { !$0.holdsChildren }
-        encodingCanBeKept = self.body.wholeValue == nil && self.body.fields.allSatisfy { !$0.holdsChildren || $0.isStructural }
+        childrenAreStructural = self.body.fields.allSatisfy { !$0.holdsChildren || $0.isStructural }
+        encodingCanBeKept = self.body.wholeValue == nil && childrenAreStructural
         if let repeated = self.body.repeatedName {
             // A declaration, not input: two fields of one name would make a state with the key twice.
             preconditionFailure("screen \(name): \(repeated) is declared twice")
@@ -75,7 +80,10 @@ public final class Screen<Subject>: Sendable {
     }
 
     func encode(_ subject: Subject) -> JSON {
-        guard subjectIsObject, let kept = EncodedStates.current else { return encodeAfresh(subject) }
+        guard subjectIsObject, let kept = EncodedStates.current else {
+            if !childrenAreStructural { EncodedStates.current?.noteUnobserved() }
+            return encodeAfresh(subject)
+        }
         // The subject is one reference (checked at init): read as an object without the dynamic
         // cast `as AnyObject` would make on every element of a long path.
         let key = EncodedStates.Key(model: unsafeBitCast(subject, to: AnyObject.self), screen: self)

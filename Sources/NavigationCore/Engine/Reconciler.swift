@@ -73,7 +73,7 @@ final class Reconciler {
     /// to the root), and this one is kept; without, nothing stays kept.
     func encodeState(keeping: Bool) -> JSON? {
         // A handful of features encode faster afresh than through what is kept of them.
-        guard keeping, nodeCount > Self.fewFeatures else {
+        guard keeping, !changesWereDiscarded, nodeCount > Self.fewFeatures else {
             encodedStates.forgetAll()
             return root.feature.encodeState()
         }
@@ -83,10 +83,14 @@ final class Reconciler {
 
     /// Drops what changed since the last reconciliation, unreconciled, and every kept encoding
     /// with it: for a rollback, which rebuilds the session or, failing that, keeps it as it is.
+    /// The features that changed are not observed again, so from here on nothing is kept.
     func discardChanges() {
         _ = tracker.drain()
         encodedStates.forgetAll()
+        changesWereDiscarded = true
     }
+
+    private var changesWereDiscarded = false
 
     private static let fewFeatures = 4
 
@@ -430,7 +434,11 @@ final class Reconciler {
         countByDepth[node.depth] += 1
         nodesBySerial[node.serial] = node
         nodesByID[node.id] = node
-        if let key = node.feature.encodedStateKey { encodedStates.register(key, serial: node.serial) }
+        if let key = node.feature.encodedStateKey {
+            var owner = node.parent
+            while let current = owner, current.feature.encodedStateKey == nil { owner = current.parent }
+            encodedStates.register(key, serial: node.serial, enclosing: owner?.serial)
+        }
     }
 
     private func detach(_ node: Node) {
