@@ -20,6 +20,9 @@ final class ChangeTracker: Sendable {
     }
 
     func markDirty(_ serial: Int) {
+        // Recorded before the flush is requested: the request encodes the state before the
+        // change (`keepStateBeforeEffect`), and what `peek` lists is what that encoding must
+        // not take from what is kept (`EncodedStates`).
         let shouldRequest = state.withLock { state in
             state.dirty.append(serial)
             guard !state.inTransaction, !state.flushRequested else { return false }
