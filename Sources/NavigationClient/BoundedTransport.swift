@@ -8,12 +8,10 @@ import FoundationNetworking
 /// reads each answer only up to `maxResponseBytes`. `URLSession.data(for:)` keeps whatever a
 /// server sends, so a buggy or hostile one could fill the app's memory with a single answer.
 final class BoundedTransport: Sendable {
-    let maxResponseBytes: Int
     private let session: URLSession
     private let bodies: BoundedBodies
 
     init(configuration: URLSessionConfiguration, maxResponseBytes: Int) {
-        self.maxResponseBytes = maxResponseBytes
         let configuration = configuration.copy() as? URLSessionConfiguration ?? .ephemeral
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         bodies = BoundedBodies(limit: maxResponseBytes)

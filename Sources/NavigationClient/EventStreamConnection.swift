@@ -204,8 +204,6 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     private static func refusal(status: Int, body: Data) -> NavdError {
-        let json = (try? JSONDecoder().decode(JSONValue.self, from: body)) ?? .null
-        return NavdError.server(status: status, code: NavdErrorCode(json["error"]?["code"]?.stringValue ?? "http_error"),
-                                message: json["error"]?["message"]?.stringValue ?? "event stream refused")
+        .server(status: status, body: (try? JSONDecoder().decode(JSONValue.self, from: body)) ?? .null, message: "event stream refused")
     }
 }

@@ -79,9 +79,7 @@ public struct NavdClient: Sendable {
         let (data, http) = try await transport.data(for: request)
         let json = data.isEmpty ? JSONValue.null : ((try? JSONDecoder().decode(JSONValue.self, from: data)) ?? .null)
         guard (200..<300).contains(http.statusCode) else {
-            let code = json["error"]?["code"]?.stringValue ?? "http_error"
-            let message = json["error"]?["message"]?.stringValue ?? String(decoding: data.prefix(512), as: UTF8.self)
-            throw .server(status: http.statusCode, code: NavdErrorCode(code), message: message)
+            throw .server(status: http.statusCode, body: json, message: String(decoding: data.prefix(512), as: UTF8.self))
         }
         return json
     }

@@ -55,6 +55,13 @@ public enum NavdError: Error, Sendable, CustomStringConvertible {
     /// The answer was not what API.md promises.
     case invalidResponse(String)
 
+    /// navd's error answer from its status and body (`{"error":{"code","message"}}`); a body
+    /// that is not one gives `http_error` and `message`.
+    static func server(status: Int, body: JSONValue, message: @autoclosure () -> String) -> NavdError {
+        .server(status: status, code: NavdErrorCode(body["error"]?["code"]?.stringValue ?? "http_error"),
+                message: body["error"]?["message"]?.stringValue ?? message())
+    }
+
     /// The HTTP status of a server error; nil for transport and decoding failures.
     public var status: Int? { if case .server(let status, _, _) = self { status } else { nil } }
     /// The error code of a server error; nil otherwise.

@@ -158,17 +158,11 @@ public struct NavigationNode: Sendable, Hashable, Codable, Identifiable {
         1 + (children.map(\.height).max() ?? 0)
     }
 
-    /// How deep the node with that id sits below this one (this one is 1); nil if it is not here.
-    func depth(of id: String) -> Int? {
-        if self.id == id { return 1 }
-        for child in children { if let depth = child.depth(of: id) { return depth + 1 } }
-        return nil
-    }
-
-    /// How deep the owner of the stack with that id sits (this one is 1); nil if it is not here.
-    func depth(ofStack id: String) -> Int? {
-        if stacks.contains(where: { $0.id == id }) { return 1 }
-        for child in children { if let depth = child.depth(ofStack: id) { return depth + 1 } }
+    /// How deep the first node (in tree order) that `matches` sits below this one (this one is
+    /// 1); nil if none here does.
+    func depth(ofFirst matches: (NavigationNode) -> Bool) -> Int? {
+        if matches(self) { return 1 }
+        for child in children { if let depth = child.depth(ofFirst: matches) { return depth + 1 } }
         return nil
     }
 

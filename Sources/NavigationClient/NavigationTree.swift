@@ -29,7 +29,7 @@ public enum NavigationTree {
             return
         case .present(let present):
             try requireNew(present.id, stacks: present.stacks.map(\.id), in: root)
-            guard (root.depth(of: present.parent) ?? 0) < maxDepth else {
+            guard (root.depth(ofFirst: { $0.id == present.parent }) ?? 0) < maxDepth else {
                 throw MirrorError(description: "present \(present.id): deeper than \(maxDepth) features")
             }
             let node = NavigationNode(id: present.id, feature: present.feature, slot: present.slot, style: present.style,
@@ -44,7 +44,7 @@ public enum NavigationTree {
             if !removed { throw MirrorError(description: "dismiss: \(id) is not presented") }
         case .push(let push):
             try requireNew(push.id, stacks: push.stacks.map(\.id), in: root)
-            guard (root.depth(ofStack: push.stack) ?? 0) < maxDepth else {
+            guard (root.depth(ofFirst: { $0.stacks.contains { $0.id == push.stack } }) ?? 0) < maxDepth else {
                 throw MirrorError(description: "push \(push.id): deeper than \(maxDepth) features")
             }
             let node = NavigationNode(id: push.id, feature: push.feature, state: push.state,
