@@ -1,5 +1,8 @@
 import Dispatch
 import Synchronization
+#if os(Linux)
+import CNavdSystem
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -184,12 +187,13 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
         live.wait()
     }
 
+    /// Non-blocking and close-on-exec from the start where the system can (accept4 on Linux), so
+    /// a process the host spawns meanwhile never inherits a connection; elsewhere set just after.
     static func accept(_ listenFD: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: UnsafeMutablePointer<socklen_t>) -> Int32 {
-        #if canImport(Glibc)
-        let fd = Glibc.accept(listenFD, address, length)
+        #if os(Linux)
+        return navd_accept4_nonblocking(listenFD, address, length)
         #else
         let fd = Darwin.accept(listenFD, address, length)
-        #endif
         guard fd >= 0 else { return fd }
         let flags = fcntl(fd, F_GETFL)
         guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 else {
@@ -199,6 +203,7 @@ final class DispatchSelector: IOSelector, @unchecked Sendable {
             return -1
         }
         return fd
+        #endif
     }
 
     // MARK: - Sources

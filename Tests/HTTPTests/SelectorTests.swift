@@ -220,4 +220,30 @@ import Testing
         }
         #expect(missed == 0)
     }
+
+    /// An accepted connection is non-blocking and close-on-exec as it arrives: a process the host
+    /// spawns must never inherit it (it would keep the connection open past navd's close).
+    @Test(arguments: IOBackend.available)
+    func acceptedConnectionsAreNonBlockingAndCloseOnExec(_ backend: IOBackend) throws {
+        let selector = try backend.makeSelector(wakeToken: Self.wakeToken)
+        defer { selector.close() }
+        let (listener, port) = try ListeningSocket.open(host: "127.0.0.1", port: 0, backlog: 8)
+        defer { closeDescriptor(listener) }
+        let client = try TestClient(port: port)
+        defer { withExtendedLifetime(client) {} }
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        var accepted: Int32 = -1
+        let deadline = MonotonicClock.now() + 1_000_000_000
+        while accepted < 0 && MonotonicClock.now() < deadline {
+            accepted = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { type(of: selector).accept(listener, $0, &length) }
+            }
+            if accepted < 0 { usleep(1_000) }
+        }
+        try #require(accepted >= 0)
+        defer { closeDescriptor(accepted) }
+        #expect(fcntl(accepted, F_GETFL) & O_NONBLOCK != 0)
+        #expect(fcntl(accepted, F_GETFD) & FD_CLOEXEC != 0)
+    }
 }
