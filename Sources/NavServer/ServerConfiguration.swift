@@ -248,6 +248,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         var lines = about + (about.isEmpty ? [] : [""]) + [
             "usage: \(program) [options]",
             "       \(program) --check-health   (exit 0 if the server on --host/--port answers /healthz)",
+            "       \(program) \(OpenAPICommand.usageLine)   (the API document it serves at /openapi.yaml)",
             "",
             "options (flag, environment variable):",
         ]

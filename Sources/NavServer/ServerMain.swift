@@ -10,7 +10,8 @@ import SessionStorage
 import Synchronization
 
 /// A server's whole `main`, for navd and for a host of its own features alike: the flags and
-/// environment parsed (`--help`, `--version`, `--check-health` answered), the store opened,
+/// environment parsed (`--help`, `--version`, `--check-health` answered, and `openapi [--output
+/// FILE]` writing the server's API document), the store opened,
 /// the server started, then served until SIGTERM, SIGINT or SIGHUP and shut down gracefully
 /// (`--shutdown-grace`, then a bounded drain). Exit codes: 0 after a shutdown, 2 for a setting
 /// to fix or a store that cannot be opened, 1 when it cannot listen.
@@ -41,12 +42,18 @@ public enum ServerMain {
         settings: Settings, options: [ConfigurationOption<Settings>],
         features: @escaping @Sendable (Settings, FeatureServices) -> FeatureCatalog
     ) -> Never {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == OpenAPICommand.name {
+            let described = settings
+            let server = NavigationServer(configuration: ServerConfiguration()) { features(described, $0) }
+            exit(OpenAPICommand.run(program: program, arguments: Array(arguments.dropFirst()), server: server))
+        }
         Termination.holdSignals()
         let configuration: ServerConfiguration
         var settings = settings
         do {
             configuration = try ServerConfiguration.parse(
-                arguments: Array(CommandLine.arguments.dropFirst()), environment: processEnvironment(),
+                arguments: arguments, environment: processEnvironment(),
                 settings: &settings, options: options
             )
         } catch is ServerConfiguration.HelpRequested {

@@ -162,7 +162,8 @@ import TestSupport
         let help = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         for flag in ["--host", "NAVD_HOST", "--port", "PORT", "--fact-base-url", "FACT_BASE_URL", "--connect-delay-ms",
                      "CONNECT_DELAY_MS", "--max-sessions", "--max-connections", "--event-buffer", "--max-state-bytes", "NAVD_MAX_STATE_BYTES", "--idle-session-ttl", "--cors-origin",
-                     "--cors-headers", "NAVD_CORS_HEADERS", "--store", "--database-url", "DATABASE_URL", "--version"] {
+                     "--cors-headers", "NAVD_CORS_HEADERS", "--store", "--database-url", "DATABASE_URL", "--version",
+                     "navd openapi [--output FILE]"] {
             #expect(help.contains(flag), "\(flag)")
         }
         // The descriptions start in one column, whatever the longest flag (--store's) or

@@ -219,6 +219,39 @@ private struct Label: Codable, Equatable, Sendable {
         #expect(books == .array([]), "the declared id sent the button's action")
     }
 
+    /// An alert's text is what its user reads: text that follows other state is a new alert when
+    /// that state changes, and a button tapped on the old text is refused and does nothing. A
+    /// value's alert is declared with a trailing closure, as a Bool's is.
+    @Test func alertTextThatChangesIsANewAlertAndTheOldOnesButtonsAreRefused() async throws {
+        let clear = Action<Shelf>.sync("clear") { $0.books = [] }
+        let screen = Screen<Shelf>("clearing", make: { Shelf() }) {
+            Field("books", \.books, .array(Self.book.codec))
+            PresentationSlot.isPresented("isHelpShown", style: .alert, \.isHelpShown, screen: Screen("sure", make: { Presence() })) { shelf in
+                AlertContent(title: "Clear \(shelf.books.count) books?", buttons: [AlertButton("Clear", role: .destructive, action: clear)])
+            }
+            PresentationSlot.item("picked", style: .alert, \.picked, screen: Self.book) { _, book in
+                AlertContent(title: book.title, buttons: [AlertButton("OK")])
+            }
+            Action.sync("add") { $0.books.append(Book(id: "n\($0.books.count)", title: "New")) }
+            clear
+        }
+        let state = #"{"books":[{"id":"a","title":"A"}],"isHelpShown":true,"picked":{"id":"a","title":"A"}}"#
+        let session = try FeatureCatalog(hosting: [.init(screen)]).makeSession(feature: "clearing", state: try JSONParser.parse(state))
+        let (titles, events, refused, books) = try await session.run { session throws(NavigationError) in
+            let shown = session.navigation()["presentations"]?.arrayValue ?? []
+            let titles = shown.compactMap { $0["alert"]?["title"]?.stringValue }
+            let old = Self.presentation("isHelpShown", session) ?? "?"
+            let events = try session.perform(target: "root", action: "add", arguments: nil).events.map(\.kind.rawValue)
+            var refused = false
+            do throws(NavigationError) { _ = try session.dismiss(presentation: old, button: "clear") } catch { refused = true }
+            return (titles, events, refused, session.describe().state["books"]?.arrayValue?.count)
+        }
+        #expect(titles == ["Clear 1 books?", "A"])
+        #expect(events == ["dismiss", "present", "state"])
+        #expect(refused, "the alert the user read is gone")
+        #expect(books == 2, "its button did nothing")
+    }
+
     /// Asynchronous work may take a typed argument as synchronous actions do: resolved before the
     /// work starts, and refused, starting nothing, when it names nothing.
     @Test func aTaskTakesATypedArgumentResolvedBeforeItStarts() async throws {

@@ -7,19 +7,11 @@ extension Screen where Subject == AppModel {
         counter: Screen<CounterModel>,
         settings: Screen<SettingsModel>
     ) -> Screen<AppModel> {
-        let path = StateCodec<AppModel.Path>.oneOf("Path", [
-            EnumCase("counter", counter.codec, embed: { .counter($0) }, extract: \.counter),
-            EnumCase("settings", settings.codec, embed: { .settings($0) }, extract: \.settings),
-        ])
-        return Screen("app", make: { AppModel(dependencies: dependencies) }) {
-            StackSlot.path("path", \.path, edit: { model, body in body(&model.path) },
-                           accepts: ["counter", "settings"], screens: [counter, settings], codec: path,
-                           feature: { element in
-                               switch element {
-                               case .counter(let model): StackElement(model, counter)
-                               case .settings(let model): StackElement(model, settings)
-                               }
-                           })
+        Screen("app", make: { AppModel(dependencies: dependencies) }) {
+            StackSlot.path("path", \.path, edit: { model, body in body(&model.path) }, [
+                .model("counter", counter, embed: { .counter($0) }, extract: \.counter),
+                .model("settings", settings, embed: { .settings($0) }, extract: \.settings),
+            ])
             Action.sync("counterButtonTapped") { $0.counterButtonTapped() }
             Action.sync("settingsButtonTapped") { $0.settingsButtonTapped() }
         }

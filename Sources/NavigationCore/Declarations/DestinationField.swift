@@ -44,15 +44,18 @@ public struct DestinationField<Owner, Value>: Sendable {
 
         /// A case holding a plain value; a presented value reads and writes through its owner.
         ///
-        /// - Parameter identity: what makes it a different presentation; by default rule 1's: the
-        ///   value's `id` when its state has one, else the value itself.
+        /// - Parameters:
+        ///   - alert: the content of an alert or dialog, from the owner and the value; new text is
+        ///     a new presentation (``PresentationSlot/isPresented(_:style:_:screen:anchor:bindable:alert:)``).
+        ///   - identity: what makes it a different presentation; by default rule 1's: the value's
+        ///     `id` when its state has one, else the value itself.
         public static func value<Child>(
             _ name: String,
             style: PresentationStyle,
             _ screen: Screen<Child>,
             anchor: String? = nil,
-            identity: (@Sendable (Child) -> Identity)? = nil,
             alert: (@Sendable (Owner, Child) -> AlertContent)? = nil,
+            identity: (@Sendable (Child) -> Identity)? = nil,
             embed: @escaping @Sendable (Child) -> Value,
             extract: @escaping @Sendable (Value) -> Child?
         ) -> Case {

@@ -23,7 +23,11 @@ public struct PresentationSlot<Owner>: Sendable {
     ///
     /// - Parameters:
     ///   - bindable: clients may also write the Bool through `PUT …/bindings/{name}`.
-    ///   - alert: the content of an alert or dialog, from the owner's state.
+    ///   - alert: the content of an alert or dialog, from the owner's state. Its text is part of
+    ///     what is on screen, and no event edits a presentation in place: when the text changes
+    ///     while it is shown, the alert is dismissed and presented anew, with a new id, so a button
+    ///     tapped on the old text gets 409 and does nothing. A confirmation then never applies to
+    ///     what its user did not read.
     public static func isPresented(
         _ name: String,
         style: PresentationStyle,
@@ -49,6 +53,8 @@ public struct PresentationSlot<Owner>: Sendable {
     /// - Parameters:
     ///   - ownerCodec: how the owner's state codes the value, where not as the screen's state (a
     ///     text edited in a sheet is a string in its owner and `{"text": …}` on its own screen).
+    ///   - alert: the content of an alert or dialog, from the owner and the value (a trailing
+    ///     closure is this); new text is a new presentation, as with ``isPresented(_:style:_:screen:anchor:bindable:alert:)``.
     ///   - identity: what makes it a different presentation; by default rule 1's: a model's
     ///     object, a value's `id`; without one, a value whose screen binds a field (a sheet that
     ///     edits the very text it unwraps) is keyed by its presence, so typing never re-presents
@@ -60,8 +66,8 @@ public struct PresentationSlot<Owner>: Sendable {
         screen: Screen<Child>,
         anchor: String? = nil,
         ownerCodec: StateCodec<Child>? = nil,
-        identity: (@Sendable (Child) -> Identity)? = nil,
-        alert: (@Sendable (Owner, Child) -> AlertContent)? = nil
+        alert: (@Sendable (Owner, Child) -> AlertContent)? = nil,
+        identity: (@Sendable (Child) -> Identity)? = nil
     ) -> PresentationSlot {
         value(
             name, style: style, screen, anchor: anchor,

@@ -20,11 +20,39 @@ public struct StackSlot<Owner>: Sendable {
     /// Appends `value` if it is of a kind this stack holds; `false` if it is not.
     let push: @Sendable (inout Owner, JSON, JSONPath) throws(StateError) -> Bool
 
-    /// A path of elements that each hold a model, as `[Path]` with `Path.counter(CounterModel)`.
-    /// The path is also the state field `name`, coded as an array of `codec`.
+    /// A path of an enum's cases that each hold a model, as `[Path]` with
+    /// `Path.counter(CounterModel)`, declared once: each case names its screen and how to get in
+    /// and out of the enum, and the state field (`name`, an array of `typeName`), the cases a push
+    /// accepts and the screens the catalog lists are all made from that one list, so they can
+    /// never disagree.
+    ///
+    /// Every case of the enum that the feature's code can put on the path must be declared: an
+    /// element of no declared case has no screen to show, and stops the process.
     ///
     /// - Parameter edit: gives in-place access to the path (`{ model, body in body(&model.path) }`).
     ///   Writing through a key path would copy an observable array on every push.
+    public static func path<Element>(
+        _ name: String,
+        _ keyPath: WritableKeyPath<Owner, [Element]> & Sendable,
+        edit: @escaping @Sendable (inout Owner, (inout [Element]) -> Void) -> Void,
+        typeName: String = "Path",
+        _ cases: [PathCase<Element>]
+    ) -> StackSlot {
+        path(name, keyPath, edit: edit, accepts: cases.map(\.enumCase.name), screens: cases.map(\.screen),
+             codec: .oneOf(typeName, cases.map(\.enumCase)), feature: { element in
+                 for pathCase in cases { if let shown = pathCase.element(element) { return shown } }
+                 preconditionFailure("an element of path \"\(name)\" is a \(typeName) of none of the cases it declares")
+             })
+    }
+
+    /// A path of elements that each hold a model, coded by `codec`: a path of one model type, or
+    /// an enum whose screens are chosen by hand (`feature`). The path is also the state field
+    /// `name`, coded as an array of `codec`. Prefer the declaration by ``PathCase``s for an enum.
+    ///
+    /// - Parameters:
+    ///   - edit: gives in-place access to the path (`{ model, body in body(&model.path) }`).
+    ///     Writing through a key path would copy an observable array on every push.
+    ///   - cases: the cases a push may name; each must be a case of `codec`, checked here.
     public static func path<Element>(
         _ name: String,
         _ keyPath: WritableKeyPath<Owner, [Element]> & Sendable,
@@ -34,7 +62,14 @@ public struct StackSlot<Owner>: Sendable {
         codec: StateCodec<Element>,
         feature: @escaping @Sendable (Element) -> StackElement
     ) -> StackSlot {
-        StackSlot(
+        // A name that is no case of the codec would be advertised by `GET /features` and then
+        // refused by every push: a mistake in the declaration, found as the screens are built.
+        let codecCases: [String]
+        if case .oneOf(_, let known) = codec.schema { codecCases = known.map(\.name) } else { codecCases = [] }
+        for accepted in cases where !codecCases.contains(accepted) {
+            preconditionFailure("path \"\(name)\" accepts \"\(accepted)\", which is not a case of its codec (\(codecCases.joined(separator: ", ")))")
+        }
+        return StackSlot(
             name: name,
             accepts: cases,
             screens: screens,
@@ -101,6 +136,29 @@ struct ElementFingerprint {
                 return index
             }
         }
+    }
+}
+
+/// One case of a path's element enum: its name, the screen that shows its model, and how to
+/// get in and out of the enum.
+public struct PathCase<Element>: Sendable {
+    let enumCase: EnumCase<Element>
+    let screen: any DescribableScreen
+    let element: @Sendable (Element) -> StackElement?
+
+    /// A case holding a child model, shown by `screen`.
+    ///
+    /// - Parameters:
+    ///   - embed: the case constructor, as `Path.counter`.
+    ///   - extract: the model when the element is this case.
+    public static func model<Child: AnyObject>(
+        _ name: String,
+        _ screen: Screen<Child>,
+        embed: @escaping @Sendable (Child) -> Element,
+        extract: @escaping @Sendable (Element) -> Child?
+    ) -> PathCase {
+        PathCase(enumCase: EnumCase(name, screen.codec, embed: embed, extract: extract), screen: screen,
+                 element: { extract($0).map { StackElement($0, screen) } })
     }
 }
 
