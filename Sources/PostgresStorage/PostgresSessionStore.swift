@@ -79,6 +79,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
     private static func migrateOnce(_ connection: PostgresConnection) throws(PostgresConnection.Failure) -> Int {
         // A newer schema is left as it is: this navd refuses it.
         try connection.transaction(keep: { $0 <= PostgresSchema.version }) { () throws(PostgresConnection.Failure) -> Int in
+            // A start may wait for another node's migration, and a migration for the tables'
+            // users: longer than a request's transaction may, still not forever.
+            try connection.execute("SET LOCAL lock_timeout TO '60s'; SET LOCAL statement_timeout TO '120s'")
             try connection.run("SELECT pg_advisory_xact_lock($1)", [.integer(PostgresSchema.migrationLock)])
             // Up to date: no DDL at all, so a node starting beside serving ones takes no lock
             // on their tables (ALTER TABLE locks the table even when the column exists).

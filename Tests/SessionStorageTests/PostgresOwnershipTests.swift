@@ -274,6 +274,38 @@ struct PostgresOwnershipTests {
         }.get().sorted()
     }
 
+    /// A node frozen mid-commit holds its session's row: a claim or a commit that needs the row
+    /// fails once it has waited `lockTimeout`, answered 503 by the server, instead of holding
+    /// every request queued behind it; and the frozen transaction, left idle, is ended by the
+    /// server, so the row is free again without that node.
+    @Test func aRowHeldByAFrozenTransactionFailsClaimsAndCommitsUntilTheServerEndsIt() async throws {
+        let url = try await Self.freshDatabase()
+        let first = try await open(url)
+        let second = try await open(url)
+        defer {
+            first.close()
+            second.close()
+        }
+        await create(first)
+        let frozen = try await offThePool { () throws -> FrozenTransaction in
+            let connection = try PostgresConnection(url: url)
+            try connection.execute("BEGIN; SELECT 1 FROM navd_sessions FOR NO KEY UPDATE")
+            return FrozenTransaction(connection: connection)
+        }
+        let started = ContinuousClock.now
+        await #expect(throws: StorageError.self, "the claim waited for the row, then failed") { try await claim(second) }
+        #expect(await commit(first, step(1, epoch: SessionEpoch.created)) != nil, "so did the holder's own commit")
+        #expect(ContinuousClock.now - started < .seconds(12), "each within its lock timeout, not for as long as the row is held")
+
+        // The frozen transaction is idle: the server ends it, and the row is free.
+        var taken = false
+        for _ in 0..<40 where !taken {
+            if let answer = try? await claim(second), claimed(answer) != nil { taken = true } else { try await Task.sleep(for: .milliseconds(250)) }
+        }
+        #expect(taken, "claimed once the server ended the idle transaction")
+        withExtendedLifetime(frozen) {}
+    }
+
     func query(_ url: String, _ sql: String) async throws -> [String] {
         let database = String(url.split(separator: "/").last ?? "")
         return try await offThePool { try PostgresServer.shared().query(sql, database: database) }
@@ -323,4 +355,11 @@ final class Announcements: Sendable {
     private let heard = Mutex<[String]>([])
     var all: [String] { heard.withLock { $0 } }
     func append(_ announcement: String) { heard.withLock { $0.append(announcement) } }
+}
+
+/// A connection left inside a transaction, as a node stopped between two statements leaves it;
+/// only kept alive by the test, never used concurrently.
+private final class FrozenTransaction: @unchecked Sendable {
+    let connection: PostgresConnection
+    init(connection: PostgresConnection) { self.connection = connection }
 }
