@@ -168,8 +168,17 @@ final class SessionPersistence: Sendable {
     func claim(_ id: String, token: String?, catalog: FeatureCatalog, limits: SessionLimits, executor: any SessionExecutor,
                metrics: Metrics, report: @escaping @Sendable (String, String) -> Void) async -> Claimed {
         guard let shared else { return .notFound }
+        // Restored inside the claim, before the epoch rises: a session this node cannot bring
+        // back stays with the node that holds it.
+        let restored = Mutex<Result<NavigationSession, RecoveryError>?>(nil)
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<SessionClaim, StorageError>, Never>) in
-            shared.claim(id, authorize: Self.opens(token)) { done.resume(returning: $0) }
+            shared.claim(id, authorize: Self.opens(token), restore: { [self] stored, epoch in
+                let outcome = Result { () throws(RecoveryError) -> NavigationSession in
+                    try restore(stored, epoch: epoch, catalog: catalog, limits: limits, executor: executor)
+                }
+                restored.withLock { $0 = outcome }
+                if case .success = outcome { return true } else { return false }
+            }) { done.resume(returning: $0) }
         }
         switch result {
         case .failure(let error):
@@ -180,18 +189,18 @@ final class SessionPersistence: Sendable {
         case .success(.refused):
             return .refused
         case .success(.unreadable):
-            report(id, "the stored record does not decode")
+            let reason: String
+            if case .failure(let error)? = restored.withLock({ $0 }) { reason = error.description } else { reason = "the stored record does not decode" }
+            report(id, reason)
             return .failed
         case .success(.claimed(let stored, let epoch)):
-            do throws(RecoveryError) {
-                let navigation = try restore(stored, epoch: epoch, catalog: catalog, limits: limits, executor: executor)
-                claimed.add(1, ordering: .relaxed)
-                return .hosted(HostedSession(id: id, tokenHash: stored.record.tokenHash, epoch: epoch, stored: true,
-                                             navigation: navigation, events: SessionEvents(metrics: metrics)))
-            } catch {
-                report(id, error.description)
+            guard case .success(let navigation)? = restored.withLock({ $0 }) else {
+                report(id, "claimed without being restored")
                 return .failed
             }
+            claimed.add(1, ordering: .relaxed)
+            return .hosted(HostedSession(id: id, tokenHash: stored.record.tokenHash, epoch: epoch, stored: true,
+                                         navigation: navigation, events: SessionEvents(metrics: metrics)))
         }
     }
 

@@ -319,10 +319,11 @@ public final class PostgresSessionStore: SharedSessionStorage {
     }
 
     public func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool,
+                      restore: @escaping @Sendable (StoredSession, Int) -> Bool,
                       completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
         claims.async { [self] in
             guard !closed.load(ordering: .relaxed) else { return completion(.failure(.unavailable("the store is closed"))) }
-            completion(claimer.withLock { connection in claim(id, authorize, on: &connection) })
+            completion(claimer.withLock { connection in claim(id, authorize, restore, on: &connection) })
         }
     }
 
@@ -331,13 +332,15 @@ public final class PostgresSessionStore: SharedSessionStorage {
     }
 
     /// One transaction: the row locked (waiting for the owner's commit in flight, if any), the
-    /// token checked, the epoch raised, the session read, the claim announced. Read committed:
-    /// each statement after the lock sees every commit the old owner made before it.
-    private func claim(_ id: String, _ authorize: ([UInt8]) -> Bool, on connection: inout PostgresConnection?) -> Result<SessionClaim, StorageError> {
+    /// token checked, the session read and restored, the epoch raised, the claim announced. Read
+    /// committed: each statement after the lock sees every commit the old owner made before it,
+    /// and no commit of its comes between, since each locks the row too.
+    private func claim(_ id: String, _ authorize: ([UInt8]) -> Bool, _ restore: (StoredSession, Int) -> Bool,
+                       on connection: inout PostgresConnection?) -> Result<SessionClaim, StorageError> {
         do throws(PostgresConnection.Failure) {
             let connection = try opened(&connection)
             return .success(try connection.transaction(keep: \.isClaimed) { () throws(PostgresConnection.Failure) in
-                try claimLocked(id, authorize, connection)
+                try claimLocked(id, authorize, restore, connection)
             })
         } catch {
             return .failure(.unavailable("PostgreSQL: \(error)"))
@@ -384,22 +387,20 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
     }
 
-    private func claimLocked(_ id: String, _ authorize: ([UInt8]) -> Bool, _ connection: PostgresConnection) throws(PostgresConnection.Failure) -> SessionClaim {
-        var found: (SessionRecord, SessionSnapshot)?
+    private func claimLocked(_ id: String, _ authorize: ([UInt8]) -> Bool, _ restore: (StoredSession, Int) -> Bool,
+                             _ connection: PostgresConnection) throws(PostgresConnection.Failure) -> SessionClaim {
+        var found: (SessionRecord, SessionSnapshot, epoch: Int)?
         try connection.run("""
-            SELECT token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras
+            SELECT token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras, epoch
             FROM navd_sessions WHERE id = $1 FOR NO KEY UPDATE
             """, [.text(id)]) { row in
             found = (SessionRecord(id: id, tokenHash: row.bytes(0), feature: row.text(1), created: row.real(2)),
                      SessionSnapshot(version: row.integer(3), lastSequence: row.integer(4), nextSerial: row.integer(5),
-                                     state: row.bytes(6), tree: row.bytes(7), extras: row.bytes(8)))
+                                     state: row.bytes(6), tree: row.bytes(7), extras: row.bytes(8)), row.integer(9))
         }
-        guard let (record, snapshot) = found else { return .notFound }
+        guard let (record, snapshot, heldEpoch) = found else { return .notFound }
         guard record.tokenHash.count == TokenHash.byteCount else { return .unreadable }
         guard authorize(record.tokenHash) else { return .refused }
-        let epoch = try connection.integer("""
-            UPDATE navd_sessions SET epoch = epoch + 1, last_active = \(PostgresSchema.now) WHERE id = $1 RETURNING epoch
-            """, [.text(id)])
         var transactions: [SessionTransaction] = []
         try connection.run("""
             SELECT version, last_sequence, next_serial, patch, extras FROM navd_transactions WHERE session = $1 ORDER BY ordinal
@@ -411,8 +412,15 @@ public final class PostgresSessionStore: SharedSessionStorage {
         try connection.run("SELECT sequence, kind, data FROM navd_events WHERE session = $1 ORDER BY sequence", [.text(id)]) { row in
             events.append(StoredEvent(sequence: row.integer(0), kind: row.text(1), data: row.bytes(2)))
         }
+        let stored = StoredSession(record: record, snapshot: snapshot, transactions: transactions, events: events, retention: retention)
+        // The row is locked, so the epoch the update below gives is this one.
+        guard heldEpoch < Int.max, restore(stored, heldEpoch + 1) else { return .unreadable }
+        let epoch = try connection.integer("""
+            UPDATE navd_sessions SET epoch = epoch + 1, last_active = \(PostgresSchema.now) WHERE id = $1 RETURNING epoch
+            """, [.text(id)])
+        guard epoch == heldEpoch + 1 else { return .unreadable }
         try announce(id, epoch: epoch, in: connection)
-        return .claimed(StoredSession(record: record, snapshot: snapshot, transactions: transactions, events: events, retention: retention), epoch: epoch)
+        return .claimed(stored, epoch: epoch)
     }
 
     // MARK: - Expiry

@@ -41,10 +41,14 @@ public protocol SessionStorage: Sendable {
 /// Nodes load sessions on demand (`claim`), never all at start: which node serves which session
 /// is the router's choice (nginx hashing the session id), not the store's.
 public protocol SharedSessionStorage: SessionStorage {
-    /// Loads session `id` and takes it over, if it exists and `authorize` accepts its token
-    /// hash (asked before anything changes, so a caller without the token moves nothing).
-    /// Runs on a thread of the store's, apart from commits; calls `completion` once.
+    /// Loads session `id` and takes it over, if it exists, `authorize` accepts its token hash
+    /// and `restore` brings back what was read with the epoch the claim takes. Both are asked
+    /// before anything changes: a caller without the token, or a node that cannot bring the
+    /// session back (a feature it lacks, a state over its bounds), moves nothing, and the node
+    /// that holds it keeps it. Runs on a thread of the store's, apart from commits; calls
+    /// `completion` once.
     func claim(_ id: String, authorize: @escaping @Sendable (_ tokenHash: [UInt8]) -> Bool,
+               restore: @escaping @Sendable (_ stored: StoredSession, _ epoch: Int) -> Bool,
                completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void)
 
     /// Deletes session `id`, if it exists, `authorize` accepts its token hash and, with
@@ -109,7 +113,8 @@ public enum SessionClaim: Sendable {
     case notFound
     /// The session exists, but the token did not match: nothing changed.
     case refused
-    /// The session's record does not decode.
+    /// The session's record does not decode, or this node could not bring it back: nothing
+    /// changed.
     case unreadable
 }
 

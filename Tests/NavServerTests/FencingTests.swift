@@ -634,9 +634,10 @@ private final class Interfered: SharedSessionStorage {
     }
     func close() { store.close() }
     func statistics() -> StorageStatistics { store.statistics() }
-    func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool, completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
+    func claim(_ id: String, authorize: @escaping @Sendable ([UInt8]) -> Bool, restore: @escaping @Sendable (StoredSession, Int) -> Bool,
+               completion: @escaping @Sendable (Result<SessionClaim, StorageError>) -> Void) {
         let held = gate.flatMap { gated.exchange(true, ordering: .relaxed) ? nil : $0 }
-        store.claim(id, authorize: authorize) { result in
+        store.claim(id, authorize: authorize, restore: restore) { result in
             held?.wait()
             completion(result)
         }

@@ -274,6 +274,30 @@ struct PostgresOwnershipTests {
         }.get().sorted()
     }
 
+    /// A node that cannot bring a session back (a feature it lacks, a state over its bounds)
+    /// moves nothing: the epoch stays, the holder keeps writing, and the claim says so.
+    @Test func aClaimThatCannotBeRestoredLeavesTheSessionWithItsHolder() async throws {
+        let url = try await Self.freshDatabase()
+        let first = try await open(url)
+        let second = try await open(url)
+        defer {
+            first.close()
+            second.close()
+        }
+        await create(first)
+        let offered = Mutex<[Int]>([])
+        let refused = try await claim(second, restore: { _, epoch in
+            offered.withLock { $0.append(epoch) }
+            return false
+        })
+        #expect(refused.isUnreadable)
+        #expect(offered.withLock { $0 } == [SessionEpoch.created + 1], "asked with the epoch the claim would take")
+        #expect(try await query(url, "SELECT epoch FROM navd_sessions") == ["\(SessionEpoch.created)"], "the epoch did not move")
+        #expect(await commit(first, step(1, epoch: SessionEpoch.created)) == nil, "the holder still holds it")
+        let (_, epoch) = try #require(claimed(try await claim(second)))
+        #expect(epoch == SessionEpoch.created + 1, "a node that can restore it takes it as before")
+    }
+
     /// A node frozen mid-commit holds its session's row: a claim or a commit that needs the row
     /// fails once it has waited `lockTimeout`, answered 503 by the server, instead of holding
     /// every request queued behind it; and the frozen transaction, left idle, is ended by the
@@ -320,9 +344,10 @@ struct PostgresOwnershipTests {
         }
     }
 
-    func claim(_ store: PostgresSessionStore, id: String = Self.id, token: String = Self.token) async throws -> SessionClaim {
+    func claim(_ store: PostgresSessionStore, id: String = Self.id, token: String = Self.token,
+               restore: @escaping @Sendable (StoredSession, Int) -> Bool = { _, _ in true }) async throws -> SessionClaim {
         try await withCheckedContinuation { done in
-            store.claim(id, authorize: { TokenHash.matches(token, $0) }) { done.resume(returning: $0) }
+            store.claim(id, authorize: { TokenHash.matches(token, $0) }, restore: restore) { done.resume(returning: $0) }
         }.get()
     }
 
@@ -339,6 +364,11 @@ struct PostgresOwnershipTests {
 }
 
 extension SessionClaim {
+    var isUnreadable: Bool {
+        if case .unreadable = self { return true }
+        return false
+    }
+
     var isRefused: Bool {
         if case .refused = self { return true }
         return false
