@@ -38,14 +38,11 @@ struct PostgresOwnershipTests {
     }
 
     @Test func aClaimFencesOffThePreviousOwnerWhoseWritesChangeNothing() async throws {
-        let url = try await Self.freshDatabase()
-        let first = try await open(url)
-        let second = try await open(url)
+        let (url, first, second) = try await twoNodesAndASessionOfTheFirst()
         defer {
             first.close()
             second.close()
         }
-        await create(first)
         #expect(await commit(first, step(1, epoch: SessionEpoch.created)) == nil, "the creator owns it")
 
         let (stored, epoch) = try #require(claimed(try await claim(second)))
@@ -277,14 +274,11 @@ struct PostgresOwnershipTests {
     /// A node that cannot bring a session back (a feature it lacks, a state over its bounds)
     /// moves nothing: the epoch stays, the holder keeps writing, and the claim says so.
     @Test func aClaimThatCannotBeRestoredLeavesTheSessionWithItsHolder() async throws {
-        let url = try await Self.freshDatabase()
-        let first = try await open(url)
-        let second = try await open(url)
+        let (url, first, second) = try await twoNodesAndASessionOfTheFirst()
         defer {
             first.close()
             second.close()
         }
-        await create(first)
         let offered = Mutex<[Int]>([])
         let refused = try await claim(second, restore: { _, epoch in
             offered.withLock { $0.append(epoch) }
@@ -303,14 +297,11 @@ struct PostgresOwnershipTests {
     /// every request queued behind it; and the frozen transaction, left idle, is ended by the
     /// server, so the row is free again without that node.
     @Test func aRowHeldByAFrozenTransactionFailsClaimsAndCommitsUntilTheServerEndsIt() async throws {
-        let url = try await Self.freshDatabase()
-        let first = try await open(url)
-        let second = try await open(url)
+        let (url, first, second) = try await twoNodesAndASessionOfTheFirst()
         defer {
             first.close()
             second.close()
         }
-        await create(first)
         let frozen = try await offThePool { () throws -> FrozenTransaction in
             let connection = try PostgresConnection(url: url)
             try connection.execute("BEGIN; SELECT 1 FROM navd_sessions FOR NO KEY UPDATE")
@@ -328,6 +319,15 @@ struct PostgresOwnershipTests {
         }
         #expect(taken, "claimed once the server ended the idle transaction")
         withExtendedLifetime(frozen) {}
+    }
+
+    /// Two nodes' stores on a fresh database, and a session the first created and holds.
+    func twoNodesAndASessionOfTheFirst() async throws -> (url: String, first: PostgresSessionStore, second: PostgresSessionStore) {
+        let url = try await Self.freshDatabase()
+        let first = try await open(url)
+        let second = try await open(url)
+        await create(first)
+        return (url, first, second)
     }
 
     func query(_ url: String, _ sql: String) async throws -> [String] {
