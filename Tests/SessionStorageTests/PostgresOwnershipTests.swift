@@ -292,6 +292,24 @@ struct PostgresOwnershipTests {
         #expect(epoch == SessionEpoch.created + 1, "a node that can restore it takes it as before")
     }
 
+    /// A restarted server ends every connection, and libpq learns it only when one is next used:
+    /// the first claim after it opens the connection again and succeeds, rather than failing once.
+    @Test func theFirstClaimAfterTheServerDroppedTheConnectionSucceeds() async throws {
+        let (url, first, second) = try await twoNodesAndASessionOfTheFirst()
+        defer {
+            first.close()
+            second.close()
+        }
+        _ = try #require(claimed(try await claim(second)), "the claiming connection is open")
+        let ended = try await query(url, """
+            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name = 'navd'
+            """)
+        #expect(ended != ["0"], "navd's connections were ended")
+        let (_, epoch) = try #require(claimed(try await claim(second)), "claimed at the first try")
+        #expect(epoch == SessionEpoch.created + 2)
+    }
+
     /// A node frozen mid-commit holds its session's row: a claim or a commit that needs the row
     /// fails once it has waited `lockTimeout`, answered 503 by the server, instead of holding
     /// every request queued behind it; and the frozen transaction, left idle, is ended by the
