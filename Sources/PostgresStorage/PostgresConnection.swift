@@ -96,19 +96,109 @@ final class PostgresConnection {
         return received
     }
 
-    /// Runs `body` in one transaction, opened with `begin`: committed if `keep` says so of what
-    /// it returns (else rolled back), and rolled back when anything in it throws.
-    func transaction<Value>(_ begin: String = "BEGIN", keep: (Value) -> Bool = { _ in true },
+    /// How a transaction begins.
+    enum Begin: String {
+        /// Read committed, and it may write: its id is taken at `BEGIN`, so a commit whose reply
+        /// was lost can be looked up.
+        case readWrite = "BEGIN; SELECT txid_current()"
+        /// One consistent view of the data, written by nothing.
+        case snapshotReadOnly = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    }
+
+    /// Runs `body` in one transaction: committed if `keep` says so of what it returns (else
+    /// rolled back), and rolled back when anything in it throws.
+    ///
+    /// A lost connection does not leave the outcome to chance. Lost before `COMMIT` was sent (a
+    /// server restarted since the last use, which libpq learns only now), the transaction
+    /// committed nothing: the connection is opened again and `body` run once more, so the
+    /// first request after a restart is not refused. Lost while committing, the server may or
+    /// may not have committed: once the connection is back, the transaction's id says which
+    /// (`txid_status`), and a commit that happened is reported as one, not as a failure that
+    /// changed nothing.
+    func transaction<Value>(_ begin: Begin = .readWrite, keep: (Value) -> Bool = { _ in true },
                             _ body: () throws(Failure) -> Value) throws(Failure) -> Value {
-        try execute(begin)
+        var attempt = 0
+        while true {
+            attempt += 1
+            switch transactionOnce(begin, keep: keep, body) {
+            case .done(let value):
+                return value
+            case .failed(let failure):
+                guard attempt == 1, !isConnected else { throw failure }
+                try reconnectIfNeeded()
+            case .lostWhileCommitting(let id, let value, let failure):
+                try reconnectIfNeeded()
+                guard try hasCommitted(id) else { throw failure }
+                return value
+            }
+        }
+    }
+
+    /// What became of one attempt: done, failed (nothing committed), or cut off in its `COMMIT`.
+    private enum Attempt<Value> {
+        case done(Value)
+        case failed(Failure)
+        case lostWhileCommitting(id: Int, value: Value, Failure)
+    }
+
+    private func transactionOnce<Value>(_ begin: Begin, keep: (Value) -> Bool, _ body: () throws(Failure) -> Value) -> Attempt<Value> {
+        var id: Int?
         do throws(Failure) {
-            let value = try body()
-            try execute(keep(value) ? "COMMIT" : "ROLLBACK")
-            return value
+            if begin == .readWrite { id = try integer(ofSimpleQuery: begin.rawValue) } else { try execute(begin.rawValue) }
+        } catch {
+            // `BEGIN` may have opened the transaction that the statement after it failed in.
+            if isConnected { try? execute("ROLLBACK") }
+            return .failed(error)
+        }
+        let value: Value
+        do throws(Failure) {
+            value = try body()
         } catch {
             try? execute("ROLLBACK")
-            throw error
+            return .failed(error)
         }
+        guard keep(value) else {
+            // A rollback whose connection is lost is one all the same: the server ends the
+            // transaction with the connection.
+            do throws(Failure) { try execute("ROLLBACK") } catch { if isConnected { return .failed(error) } }
+            return .done(value)
+        }
+        do throws(Failure) {
+            try execute("COMMIT")
+            return .done(value)
+        } catch {
+            guard let id, !isConnected else { return .failed(error) }
+            return .lostWhileCommitting(id: id, value: value, error)
+        }
+    }
+
+    /// Whether transaction `id`, whose `COMMIT` was cut off, committed. Its server process may
+    /// still be finishing it when the new connection asks, so an answer of "in progress" is
+    /// asked again, for about two seconds at most. One still unsettled after that is the one
+    /// case left unknown; it is reported as a failure, as every lost commit was before.
+    private func hasCommitted(_ id: Int) throws(Failure) -> Bool {
+        for _ in 0..<40 {
+            var status = ""
+            try run("SELECT coalesce(txid_status($1), 'unknown')", [.integer(id)]) { status = $0.text(0) }
+            switch status {
+            case "committed": return true
+            case "in progress": usleep(50_000)
+            default: return false
+            }
+        }
+        return false
+    }
+
+    /// The integer in the first column of the last result of `sql`, a simple query (several
+    /// statements allowed, one round trip).
+    private func integer(ofSimpleQuery sql: String) throws(Failure) -> Int {
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        try check(result)
+        guard let result, PQntuples(result) == 1, let text = PQgetvalue(result, 0, 0), let value = Int(String(cString: text)) else {
+            throw Failure(message: "expected one integer from \(sql)")
+        }
+        return value
     }
 
     /// Runs SQL with no parameters (several statements allowed).

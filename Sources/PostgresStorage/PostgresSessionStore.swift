@@ -106,7 +106,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 do throws(PostgresConnection.Failure) {
                     try connection.reconnectIfNeeded()
                     // One page is one consistent view, whatever other nodes commit meanwhile.
-                    return .success(try connection.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
+                    return .success(try connection.transaction(.snapshotReadOnly) {
                         () throws(PostgresConnection.Failure) in try Self.page(after: cursor, from: connection, retention: retention)
                     })
                 } catch {
@@ -335,23 +335,15 @@ public final class PostgresSessionStore: SharedSessionStorage {
     /// token checked, the session read and restored, the epoch raised, the claim announced. Read
     /// committed: each statement after the lock sees every commit the old owner made before it,
     /// and no commit of its comes between, since each locks the row too.
-    ///
-    /// A connection lost under it (the server restarted since the last claim, and libpq learns
-    /// it only now) is opened again and the claim made once more: claiming twice only raises the
-    /// epoch twice, and this node holds the session either way.
     private func claim(_ id: String, _ authorize: ([UInt8]) -> Bool, _ restore: (StoredSession, Int) -> Bool,
                        on connection: inout PostgresConnection?) -> Result<SessionClaim, StorageError> {
-        var attempt = 0
-        while true {
-            attempt += 1
-            do throws(PostgresConnection.Failure) {
-                let opened = try opened(&connection)
-                return .success(try opened.transaction(keep: \.isClaimed) { () throws(PostgresConnection.Failure) in
-                    try claimLocked(id, authorize, restore, opened)
-                })
-            } catch {
-                guard attempt == 1, connection?.isConnected == false else { return .failure(.unavailable("PostgreSQL: \(error)")) }
-            }
+        do throws(PostgresConnection.Failure) {
+            let connection = try opened(&connection)
+            return .success(try connection.transaction(keep: \.isClaimed) { () throws(PostgresConnection.Failure) in
+                try claimLocked(id, authorize, restore, connection)
+            })
+        } catch {
+            return .failure(.unavailable("PostgreSQL: \(error)"))
         }
     }
 

@@ -57,6 +57,34 @@ import TestSupport
         #expect(metrics.text.contains("navd_store_available 1\n"))
     }
 
+    /// A database restart ends every connection of navd's, which libpq learns only on their next
+    /// use: the next action is still acknowledged at once, and navd stays ready.
+    @Test(.enabled(if: PostgresServer.isAvailable, "no PostgreSQL server could be started here (initdb/pg_ctl missing, or no user to run it as)"))
+    func aDatabaseThatDroppedEveryConnectionCostsNoRequest() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let running = try Running(Self.flags + ["--database-url", url])
+        defer { running.process.terminate() }
+        try running.waitUntilListening()
+        let (id, token) = try await DurableProcessTests.createCounter(port: running.port)
+        let client = try LoopbackClient(port: running.port)
+        let increment = #"{"target":"root","action":"incrementButtonTapped"}"#
+        #expect(try await client.request("POST", "/sessions/\(id)/actions", token: token, json: increment).status == 200)
+
+        let database = String(url.split(separator: "/").last ?? "")
+        let ended = try await offThePool {
+            try PostgresServer.shared().query("""
+                SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                WHERE datname = current_database() AND application_name = 'navd'
+                """, database: database)
+        }
+        #expect(ended != ["0"], "navd's connections were ended")
+        let answer = try await client.request("POST", "/sessions/\(id)/actions", token: token, json: increment)
+        #expect(answer.status == 200, "acknowledged at the first try: \(answer.text)")
+        #expect(try await client.request("GET", "/readyz", headers: []).status == 200)
+        let stored = try await offThePool { try PostgresServer.shared().query("SELECT max(version) FROM navd_transactions", database: database) }
+        #expect(stored == ["2"], "both increments are stored")
+    }
+
     @Test func withoutADatabaseURLOrAReachableDatabaseNavdExitsWithCode2() async throws {
         let missing = try Running(Self.flags)
         #expect(await missing.wait(timeout: .seconds(5)))

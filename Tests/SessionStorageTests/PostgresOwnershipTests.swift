@@ -310,6 +310,63 @@ struct PostgresOwnershipTests {
         #expect(epoch == SessionEpoch.created + 2)
     }
 
+    /// The same for the store's writer: the first commit after a restart is written, not
+    /// refused with every session of its batch rolled back.
+    @Test func theFirstCommitAfterTheServerDroppedTheConnectionSucceeds() async throws {
+        let (url, first, second) = try await twoNodesAndASessionOfTheFirst()
+        defer {
+            first.close()
+            second.close()
+        }
+        #expect(try await query(url, """
+            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name = 'navd'
+            """) != ["0"], "navd's connections were ended")
+        #expect(await commit(first, step(1, epoch: SessionEpoch.created)) == nil, "written at the first try")
+        #expect(try await query(url, "SELECT max(version) FROM navd_transactions") == ["1"])
+    }
+
+    /// A commit whose reply is lost with its connection (the server committed; the answer never
+    /// came) is reported as written, since it was: the server is asked after reconnecting.
+    @Test func aCommitWhoseReplyWasLostIsReportedAsWritten() async throws {
+        let (url, proxy, store) = try await aSessionThroughACuttingProxy()
+        defer {
+            store.close()
+            proxy.stop()
+        }
+        proxy.arm(.afterTheServer)
+        #expect(await commit(store, step(1, epoch: SessionEpoch.created)) == nil, "reported as the commit it was")
+        #expect(proxy.cutCount == 1, "the reply was cut off")
+        #expect(try await query(url, "SELECT max(version) FROM navd_transactions") == ["1"])
+        #expect(await commit(store, step(2, epoch: SessionEpoch.created)) == nil, "and the store goes on")
+    }
+
+    /// A commit that never reached the server is a failure that changed nothing, however the
+    /// connection was lost; the store goes on once it is back.
+    @Test func aCommitThatNeverReachedTheServerFailsAndChangesNothing() async throws {
+        let (url, proxy, store) = try await aSessionThroughACuttingProxy()
+        defer {
+            store.close()
+            proxy.stop()
+        }
+        proxy.arm(.beforeTheServer)
+        #expect(await commit(store, step(1, epoch: SessionEpoch.created)) != nil, "refused: it did not happen")
+        #expect(proxy.cutCount == 1, "the commit was cut off")
+        #expect(try await query(url, "SELECT count(*) FROM navd_transactions") == ["0"])
+        #expect(await commit(store, step(1, epoch: SessionEpoch.created)) == nil, "the next one is written")
+        #expect(try await query(url, "SELECT max(version) FROM navd_transactions") == ["1"])
+    }
+
+    /// A store that reaches a fresh database through a proxy that can cut a COMMIT, with a
+    /// session it created; `url` is the database's own, without the proxy.
+    func aSessionThroughACuttingProxy() async throws -> (url: String, proxy: CommitCuttingProxy, store: PostgresSessionStore) {
+        let url = try await Self.freshDatabase()
+        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
+        let store = try await open(proxy.url(database: String(url.split(separator: "/").last ?? "")))
+        await create(store)
+        return (url, proxy, store)
+    }
+
     /// A node frozen mid-commit holds its session's row: a claim or a commit that needs the row
     /// fails once it has waited `lockTimeout`, answered 503 by the server, instead of holding
     /// every request queued behind it; and the frozen transaction, left idle, is ended by the
