@@ -35,17 +35,17 @@ enum RequestTarget {
         return (path, query)
     }
 
-    /// For "http://host:port/path", the index of "/path" (or the end if there is no path).
+    /// For "http://host:port/path", the index of "/path" (or the end if there is no path). Only
+    /// `http` and `https` (in any case): a target of another scheme (`ftp://…`) names no resource
+    /// of this server, and serving it by its path would answer for a URL it does not own.
     private static func absoluteFormPathStart(_ target: UnsafeRawBufferPointer) -> Int? {
         var index = 0
-        while index < target.count, target[index] != ASCII.colon {
-            let byte = ASCII.lowercased(target[index])
-            guard (byte >= 0x61 && byte <= 0x7A) || (index > 0 && (byte == ASCII.plus || byte == 0x2D || byte == 0x2E || (byte >= 0x30 && byte <= 0x39))) else {
-                return nil
-            }
+        for letter in "http".utf8 {
+            guard index < target.count, ASCII.lowercased(target[index]) == letter else { return nil }
             index += 1
         }
-        guard index > 0, index + 2 < target.count, target[index + 1] == ASCII.slash, target[index + 2] == ASCII.slash else {
+        if index < target.count, ASCII.lowercased(target[index]) == UInt8(ascii: "s") { index += 1 }
+        guard index + 2 < target.count, target[index] == ASCII.colon, target[index + 1] == ASCII.slash, target[index + 2] == ASCII.slash else {
             return nil
         }
         index += 3

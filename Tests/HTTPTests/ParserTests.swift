@@ -34,7 +34,18 @@ import TestSupport
     @Test func absoluteFormAndAsterisk() throws {
         #expect(try parse("GET http://example.com:80/p?q=1 HTTP/1.1\r\nHost: x\r\n\r\n").get().request.path == "/p")
         #expect(try parse("GET http://example.com HTTP/1.1\r\nHost: x\r\n\r\n").get().request.path == "/")
+        #expect(try parse("GET HTTPS://example.com/p HTTP/1.1\r\nHost: x\r\n\r\n").get().request.path == "/p")
         #expect(try parse("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n").get().request.path == "*")
+    }
+
+    /// Absolute-form names a resource of this server only with its own schemes.
+    @Test(arguments: ["ftp://example.com/p", "httpx://example.com/p", "file:///p", "http:/p", "https:p", "h://x/p"])
+    func absoluteFormOfAnotherSchemeIsRefused(_ target: String) {
+        guard case .failure(let error) = parse("GET \(target) HTTP/1.1\r\nHost: x\r\n\r\n") else {
+            Issue.record("served \(target)")
+            return
+        }
+        #expect(error.status == 400)
     }
 
     @Test func framingAndConnectionOptions() throws {
