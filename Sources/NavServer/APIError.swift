@@ -79,5 +79,9 @@ struct APIError: Error {
     }
 
     static func unknownSession(_ id: String) -> APIError { APIError(404, "session_not_found", "no session \(id)") }
+    /// 503 as for any failed write, but not "nothing changed": the store lost its connection
+    /// while committing the change and could not say whether it did.
+    static let commitUnsettled = APIError(503, "storage_unavailable", "the store's connection was lost while it committed "
+        + "this change, which may or may not be stored: read the session before sending it again", headers: ["Retry-After": "1"])
     static let shuttingDown = APIError(503, "shutting_down", "the server is shutting down", headers: ["Retry-After": "5"])
 }

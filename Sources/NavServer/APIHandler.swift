@@ -276,6 +276,21 @@ final class APIHandler: HTTPHandler {
             return
         }
         persistence.noteReleased()
+        closeStreamsAndSuspend(hosted)
+    }
+
+    /// Lets go this node's copy of session `id`, held with `epoch`, whose commit was left
+    /// unsettled (`StorageError.outcomeUnknown`): the store may hold that commit or not, so only
+    /// the store's copy is to be trusted. Its streams close without `end`, as after a takeover,
+    /// and the next request for it claims it again, reading what the store holds.
+    func letGoUnsettled(_ id: String, epoch: Int) {
+        guard let hosted = store.remove(id, olderThan: epoch + 1) else { return }
+        hosted.markLetGo(.commitUnsettled)
+        memory.sessionEnded()
+        closeStreamsAndSuspend(hosted)
+    }
+
+    private func closeStreamsAndSuspend(_ hosted: HostedSession) {
         hosted.events.closeAll()
         Task {
             await hosted.navigation.suspend()
@@ -542,6 +557,10 @@ final class APIHandler: HTTPHandler {
         if lifecycle.isShuttingDown {
             // A session the shutdown just ended or suspended is not gone: try again later.
             answer.fail(.shuttingDown)
+        } else if hosted.hadCommitUnsettled {
+            // Its commit was cut off: it may be stored. The session is read again from the store
+            // by the next request, which the client should make a read before sending it again.
+            answer.fail(.commitUnsettled)
         } else if hosted.epoch != nil, store.session(hosted.id) !== hosted || hosted.isLetGo {
             // Another node took it over, or deleted it, and this write was fenced off: nothing
             // changed, and this node answers as for a session it never had.
@@ -701,11 +720,11 @@ final class APIHandler: HTTPHandler {
                     first += ServerSentEvents.frames(missed)
                     events.add(stream, first: first, events: missed.count, through: through, tally: tally)
                     // Attached after the takeover's last close: closed now, to reconnect elsewhere.
-                    if hosted.wasTakenOver { stream.close() }
+                    if hosted.livesOnElsewhere { stream.close() }
                 case .snapshot(let snapshot):
                     ServerSentEvents.append(snapshot, to: &first)
                     events.add(stream, first: first, events: 1, through: through, tally: tally)
-                    if hosted.wasTakenOver { stream.close() }
+                    if hosted.livesOnElsewhere { stream.close() }
                 case .ended(let end):
                     // Deleted while this request was on its way: say so, and close.
                     ServerSentEvents.append(end, to: &first)

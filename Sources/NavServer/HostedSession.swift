@@ -46,31 +46,50 @@ final class HostedSession: Sendable {
     /// Around a deletion's commit: `true` before, `false` after one that did not delete it.
     func markEnding(_ ending: Bool) { endings.add(ending ? 1 : -1, ordering: .acquiringAndReleasing) }
 
-    /// Why this node let the session go, if it did: 1 taken over, 2 deleted, 3 expired.
-    private let letGo = Atomic<Int>(0)
-    /// Whether this node let the session go (another node took it over, or it was deleted
-    /// there): its streams are closed, or ended, by that, not by a rollback of a write the
-    /// store refused for the same reason.
-    var isLetGo: Bool { letGo.load(ordering: .acquiring) != 0 }
-    /// Whether it was let go because another node took it over: a stream that attaches to
-    /// this copy afterwards must close at once, so its client reconnects to the new owner.
-    var wasTakenOver: Bool { letGo.load(ordering: .acquiring) == 1 }
+    /// Why this node let a session go.
+    enum LetGo: Int {
+        case held = 0
+        /// Another node took it over.
+        case takenOver
+        /// Another node, or a sweep, deleted it…
+        case deleted
+        case expired
+        /// A commit of it was cut off and the store could not say whether it happened: this
+        /// copy may be behind or ahead of the stored one, so the store's is read again.
+        case commitUnsettled
+    }
+
+    private let letGo = Atomic<Int>(LetGo.held.rawValue)
+    private var letGoReason: LetGo { LetGo(rawValue: letGo.load(ordering: .acquiring)) ?? .held }
+    /// Whether this node let the session go: its streams are closed, or ended, by that, not by
+    /// a rollback of a write the store refused for the same reason.
+    var isLetGo: Bool { letGoReason != .held }
+    /// Whether it was let go while the session lives on (taken over, or a commit left unsettled):
+    /// a stream that attaches to this copy afterwards must close at once, so its client
+    /// reconnects to the copy the store holds, wherever its next request claims it.
+    var livesOnElsewhere: Bool { letGoReason == .takenOver || letGoReason == .commitUnsettled }
+    /// Whether it was let go because a commit of it was left unsettled.
+    var hadCommitUnsettled: Bool { letGoReason == .commitUnsettled }
     /// Why it ended elsewhere, if another node or a sweep deleted it.
     var endedElsewhere: NavigationSession.EndReason? {
-        switch letGo.load(ordering: .acquiring) {
-        case 2: .deleted
-        case 3: .expired
+        switch letGoReason {
+        case .deleted: .deleted
+        case .expired: .expired
         default: nil
         }
     }
     /// Let go for the announcement of `epoch`: a takeover's, or `SessionEpoch.deleted` or `.expired`.
     func markLetGo(epoch: Int) {
-        let reason = switch epoch {
-        case SessionEpoch.deleted: 2
-        case SessionEpoch.expired: 3
-        default: 1
+        let reason: LetGo = switch epoch {
+        case SessionEpoch.deleted: .deleted
+        case SessionEpoch.expired: .expired
+        default: .takenOver
         }
-        letGo.store(reason, ordering: .releasing)
+        markLetGo(reason)
+    }
+
+    func markLetGo(_ reason: LetGo) {
+        letGo.store(reason.rawValue, ordering: .releasing)
     }
 
     /// In the store: a session missing from it now was deleted, not still being created.

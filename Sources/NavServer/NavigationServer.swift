@@ -96,6 +96,7 @@ public final class NavigationServer: Sendable {
         if let shared = handler.persistence.shared {
             let handler = handler
             handler.persistence.onLost { handler.release($0, olderThan: $1) }
+            handler.persistence.onUnsettled { handler.letGoUnsettled($0, epoch: $1) }
             // Claims in flight count as held: what they missed is checked once they hold the
             // session. Read first: a claim that finishes meanwhile is then in one list or the other.
             shared.onTakeover(held: { handler.claims.ids + handler.store.all.filter(\.isStored).map(\.id) }) {

@@ -26,6 +26,7 @@ final class SessionPersistence: Sendable {
     private let released = Atomic<Int>(0)
     private let swept = Atomic<Int>(0)
     private let lost = Mutex<(@Sendable (_ id: String, _ olderThan: Int) -> Void)?>(nil)
+    private let unsettled = Mutex<(@Sendable (_ id: String, _ epoch: Int) -> Void)?>(nil)
 
     init(storage: (any SessionStorage)?) {
         self.storage = storage
@@ -46,6 +47,12 @@ final class SessionPersistence: Sendable {
         lost.withLock { $0 = body }
     }
 
+    /// Called when a commit of session `id`, held with `epoch`, was left unsettled: its holder
+    /// lets that copy go. Set once, before the first session is hosted.
+    func onUnsettled(_ body: @escaping @Sendable (_ id: String, _ epoch: Int) -> Void) {
+        unsettled.withLock { $0 = body }
+    }
+
     /// A write of epoch `epoch` was fenced off: taken over, or the session is gone from the
     /// store, `deleted` or `expired` (its holders end it, `end` on their streams, as on the
     /// announcement of its end, which may come later).
@@ -56,6 +63,11 @@ final class SessionPersistence: Sendable {
         default: epoch + 1
         }
         lost.withLock { $0 }?(id, announced)
+    }
+
+    /// A write of epoch `epoch` may or may not be stored (`StorageError.outcomeUnknown`).
+    fileprivate func leftUnsettled(_ id: String, epoch: Int) {
+        unsettled.withLock { $0 }?(id, epoch)
     }
 
     /// Counts a session let go because another node took it over.
@@ -454,6 +466,7 @@ private final class StorageJournal: SessionJournal {
             // session gone and answers as this node would for a session it never had.
             switch result {
             case .failure(let error) where error.isFencedOff: if let epoch { persistence.fencedOff(id, epoch: epoch, because: error) }
+            case .failure(.outcomeUnknown): if let epoch { persistence.leftUnsettled(id, epoch: epoch) }
             default: break
             }
             // The session hears of it on its own executor (its event loop), handed over with the

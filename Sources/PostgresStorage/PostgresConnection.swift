@@ -12,11 +12,19 @@ import Darwin
 final class PostgresConnection {
     private let handle: OpaquePointer
     private var statements: [String: String] = [:]
+    /// The server this connection reached and its WAL timeline, which a failover changes: the
+    /// fate of a transaction cut off in its `COMMIT` can be asked only of the server it ran on.
+    private var server = ""
+    /// Its server process, kept while connected: libpq forgets it once the connection is lost.
+    private var backend: Int32 = 0
 
     /// What the server (or libpq) said, and its SQLSTATE when there was one.
     struct Failure: Error, CustomStringConvertible {
         let message: String
         var sqlState: String?
+        /// The connection was lost while committing and whether the commit happened could not be
+        /// learned: its writes may be stored, or not.
+        var outcomeUnknown = false
 
         var description: String {
             let text = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
@@ -59,6 +67,12 @@ final class PostgresConnection {
         try execute("SET synchronous_commit TO on; SET lock_timeout TO '\(Self.lockTimeout)'; "
             + "SET idle_in_transaction_session_timeout TO '\(Self.idleInTransactionTimeout)'; "
             + "SET statement_timeout TO '\(Self.statementTimeout)'")
+        // The timeline is the first part of a WAL file's name; a standby has none of its own yet.
+        try run("""
+            SELECT (SELECT system_identifier FROM pg_control_system())::text || '/'
+                || CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE left(pg_walfile_name(pg_current_wal_lsn()), 8) END
+            """) { server = $0.text(0) }
+        backend = PQbackendPID(handle)
     }
 
     /// How long a statement waits for a lock before it fails.
@@ -113,8 +127,9 @@ final class PostgresConnection {
     /// committed nothing: the connection is opened again and `body` run once more, so the
     /// first request after a restart is not refused. Lost while committing, the server may or
     /// may not have committed: once the connection is back, the transaction's id says which
-    /// (`txid_status`), and a commit that happened is reported as one, not as a failure that
-    /// changed nothing.
+    /// (`settle`). A commit that happened is reported as one; one that did not is run once more,
+    /// as above. Only when the server cannot say is the failure thrown as `outcomeUnknown`,
+    /// which no caller may take for "nothing changed".
     func transaction<Value>(_ begin: Begin = .readWrite, keep: (Value) -> Bool = { _ in true },
                             _ body: () throws(Failure) -> Value) throws(Failure) -> Value {
         var attempt = 0
@@ -127,9 +142,13 @@ final class PostgresConnection {
                 guard attempt == 1, !isConnected else { throw failure }
                 try reconnectIfNeeded()
             case .lostWhileCommitting(let id, let value, let failure):
-                try reconnectIfNeeded()
-                guard try hasCommitted(id) else { throw failure }
-                return value
+                switch settle(LostCommit(id: id, backend: backend, server: server)) {
+                case .committed: return value
+                case .aborted where attempt == 1: continue
+                case .aborted: throw failure
+                case .unknown(let reason):
+                    throw Failure(message: "\(failure); whether the transaction committed is unknown: \(reason)", outcomeUnknown: true)
+                }
             }
         }
     }
@@ -172,22 +191,59 @@ final class PostgresConnection {
         }
     }
 
-    /// Whether transaction `id`, whose `COMMIT` was cut off, committed. Its server process may
-    /// still be finishing it when the new connection asks, so an answer of "in progress" is
-    /// asked again, for about two seconds at most. One still unsettled after that is the one
-    /// case left unknown; it is reported as a failure, as every lost commit was before.
-    private func hasCommitted(_ id: Int) throws(Failure) -> Bool {
-        for _ in 0..<40 {
-            var status = ""
-            try run("SELECT coalesce(txid_status($1), 'unknown')", [.integer(id)]) { status = $0.text(0) }
-            switch status {
-            case "committed": return true
-            case "in progress": usleep(50_000)
-            default: return false
-            }
-        }
-        return false
+    /// A transaction cut off in its `COMMIT`: its id, the server process that ran it, and the
+    /// server it ran on.
+    private struct LostCommit {
+        let id: Int
+        let backend: Int32
+        let server: String
     }
+
+    private enum Settled {
+        case committed
+        case aborted
+        case unknown(String)
+    }
+
+    /// What became of `lost`, asked on a new connection. Only the server it ran on can say: after
+    /// a failover (another timeline) its id may name another transaction there. Its server
+    /// process may still be finishing it (a slow flush, a synchronous standby): after a moment
+    /// that process is ended, which settles the transaction one way or the other, and the
+    /// answer is asked again. Still unsettled after that (a flush that hangs), it is unknown.
+    private func settle(_ lost: LostCommit) -> Settled {
+        do throws(Failure) {
+            try reconnectIfNeeded()
+        } catch {
+            return .unknown("the server cannot be reached (\(error))")
+        }
+        guard server == lost.server else { return .unknown("the server changed (\(lost.server) before, \(server) now)") }
+        do throws(Failure) {
+            for round in 0..<Self.settleRounds {
+                var status = ""
+                try run("SELECT coalesce(txid_status($1), 'unknown')", [.integer(lost.id)]) { status = $0.text(0) }
+                switch status {
+                case "committed": return .committed
+                case "aborted": return .aborted
+                case "in progress":
+                    if round == Self.settleRounds / 4 {
+                        // Only the process still running this very transaction (a process id is reused).
+                        try run("""
+                            SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_xid::text = $2
+                            """, [.integer(Int(lost.backend)), .text(String(lost.id & 0xFFFF_FFFF))])
+                    }
+                    usleep(50_000)
+                default: return .unknown("the server no longer knows the transaction (\(status))")
+                }
+            }
+            return .unknown("the transaction is still in progress on the server")
+        } catch {
+            return .unknown("the server did not answer (\(error))")
+        }
+    }
+
+    /// How many times, 50 ms apart, the status of a lost commit is asked: its process is ended
+    /// after a quarter of them.
+    private static let settleRounds = 40
 
     /// The integer in the first column of the last result of `sql`, a simple query (several
     /// statements allowed, one round trip).

@@ -110,7 +110,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                         () throws(PostgresConnection.Failure) in try Self.page(after: cursor, from: connection, retention: retention)
                     })
                 } catch {
-                    return .failure(.unavailable("PostgreSQL: \(error)"))
+                    return .failure(error.storageError)
                 }
             }.get()
         }, each)
@@ -123,7 +123,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 try connection.run("SELECT 1 FROM navd_sessions WHERE id = ''", []) { _ in found = true }
                 return .success(found)
             } catch {
-                return .failure(.unavailable("PostgreSQL: \(error)"))
+                return .failure(error.storageError)
             }
         }.get()
         return empty ? failed + ["(a session without an id)"] : failed
@@ -204,7 +204,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                     return verdicts
                 })
             } catch {
-                return .failure(.unavailable("PostgreSQL: \(error)"))
+                return .failure(error.storageError)
             }
         }
         record(result, requests: requests.count, seconds: (ContinuousClock.now - started).seconds)
@@ -343,7 +343,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 try claimLocked(id, authorize, restore, connection)
             })
         } catch {
-            return .failure(.unavailable("PostgreSQL: \(error)"))
+            return .failure(error.storageError)
         }
     }
 
@@ -383,7 +383,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 return .deleted
             })
         } catch {
-            return .failure(.unavailable("PostgreSQL: \(error)"))
+            return .failure(error.storageError)
         }
     }
 
@@ -447,43 +447,54 @@ public final class PostgresSessionStore: SharedSessionStorage {
     private func sweep(_ inUse: [String], _ idle: Duration?, on connection: inout PostgresConnection?) -> Result<[String], StorageError> {
         do throws(PostgresConnection.Failure) {
             let connection = try opened(&connection)
-            // A record waits on other nodes' commits of its rows, never for long (set each time:
-            // a reconnection forgets it).
-            try connection.execute("SET lock_timeout = '5s'")
-            for start in stride(from: 0, to: inUse.count, by: Self.markChunk) {
-                let chunk = inUse[start..<min(start + Self.markChunk, inUse.count)]
-                try connection.run("""
-                    WITH used AS (
-                        SELECT id FROM navd_sessions WHERE id = ANY(string_to_array($1, ',')) ORDER BY id FOR NO KEY UPDATE
-                    )
-                    UPDATE navd_sessions AS s SET last_active = \(PostgresSchema.now) FROM used WHERE s.id = used.id
-                    """, [.text(chunk.joined(separator: ","))])
+            do throws(PostgresConnection.Failure) {
+                return .success(try sweepOnce(inUse, idle, connection))
+            } catch where !connection.isConnected && !error.outcomeUnknown {
+                // Lost on the way (the server restarted since the last sweep, which libpq learns
+                // only now): every step may be made again, so the sweep is, once.
+                try connection.reconnectIfNeeded()
+                return .success(try sweepOnce(inUse, idle, connection))
             }
-            guard let idle else { return .success([]) }
-            return .success(try connection.transaction { () throws(PostgresConnection.Failure) -> [String] in
-                var expired: [String] = []
-                try connection.run("""
-                    DELETE FROM navd_sessions AS s USING (
-                        SELECT id FROM navd_sessions WHERE last_active < \(PostgresSchema.now) - $1
-                        ORDER BY last_active LIMIT $2 FOR UPDATE SKIP LOCKED
-                    ) AS idle WHERE s.id = idle.id RETURNING s.id
-                    """, [.real(idle.seconds), .integer(Self.sweepLimit)]) { row in
-                    expired.append(row.text(0))
-                }
-                try connection.run("DELETE FROM navd_expired WHERE at < \(PostgresSchema.now) - $1", [.real(PostgresSchema.expiryMemory)])
-                if !expired.isEmpty {
-                    let ids = PostgresValue.text(expired.joined(separator: ","))
-                    try connection.run("DELETE FROM navd_transactions WHERE session = ANY(string_to_array($1, ','))", [ids])
-                    try connection.run("DELETE FROM navd_events WHERE session = ANY(string_to_array($1, ','))", [ids])
-                    try Self.rememberExpired(ids, in: connection)
-                    // Any node still holding one ends it, as expired.
-                    try connection.run("SELECT pg_notify($1, id || ' ' || $2) FROM unnest(string_to_array($3, ',')) AS id",
-                                       [.text(PostgresSchema.claimsChannel), .text(String(SessionEpoch.expired)), ids])
-                }
-                return expired
-            })
         } catch {
-            return .failure(.unavailable("PostgreSQL: \(error)"))
+            return .failure(error.storageError)
+        }
+    }
+
+    private func sweepOnce(_ inUse: [String], _ idle: Duration?, _ connection: PostgresConnection) throws(PostgresConnection.Failure) -> [String] {
+        // A record waits on other nodes' commits of its rows, never for long (set each time:
+        // a reconnection forgets it).
+        try connection.execute("SET lock_timeout = '5s'")
+        for start in stride(from: 0, to: inUse.count, by: Self.markChunk) {
+            let chunk = inUse[start..<min(start + Self.markChunk, inUse.count)]
+            try connection.run("""
+                WITH used AS (
+                    SELECT id FROM navd_sessions WHERE id = ANY(string_to_array($1, ',')) ORDER BY id FOR NO KEY UPDATE
+                )
+                UPDATE navd_sessions AS s SET last_active = \(PostgresSchema.now) FROM used WHERE s.id = used.id
+                """, [.text(chunk.joined(separator: ","))])
+        }
+        guard let idle else { return [] }
+        return try connection.transaction { () throws(PostgresConnection.Failure) -> [String] in
+            var expired: [String] = []
+            try connection.run("""
+                DELETE FROM navd_sessions AS s USING (
+                    SELECT id FROM navd_sessions WHERE last_active < \(PostgresSchema.now) - $1
+                    ORDER BY last_active LIMIT $2 FOR UPDATE SKIP LOCKED
+                ) AS idle WHERE s.id = idle.id RETURNING s.id
+                """, [.real(idle.seconds), .integer(Self.sweepLimit)]) { row in
+                expired.append(row.text(0))
+            }
+            try connection.run("DELETE FROM navd_expired WHERE at < \(PostgresSchema.now) - $1", [.real(PostgresSchema.expiryMemory)])
+            if !expired.isEmpty {
+                let ids = PostgresValue.text(expired.joined(separator: ","))
+                try connection.run("DELETE FROM navd_transactions WHERE session = ANY(string_to_array($1, ','))", [ids])
+                try connection.run("DELETE FROM navd_events WHERE session = ANY(string_to_array($1, ','))", [ids])
+                try Self.rememberExpired(ids, in: connection)
+                // Any node still holding one ends it, as expired.
+                try connection.run("SELECT pg_notify($1, id || ' ' || $2) FROM unnest(string_to_array($3, ',')) AS id",
+                                   [.text(PostgresSchema.claimsChannel), .text(String(SessionEpoch.expired)), ids])
+            }
+            return expired
         }
     }
 
@@ -556,6 +567,13 @@ extension Duration {
     fileprivate var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+extension PostgresConnection.Failure {
+    /// As the store reports it; a commit that may have happened is never "unavailable".
+    fileprivate var storageError: StorageError {
+        outcomeUnknown ? .outcomeUnknown("PostgreSQL: \(self)") : .unavailable("PostgreSQL: \(self)")
     }
 }
 

@@ -132,11 +132,12 @@ public final class GroupCommit: Sendable {
             completionRound {
                 for (request, verdict) in zip(admitted, verdicts) { request.completion(Self.outcome(verdict, request)) }
             }
-        case .failure where admitted.count > 1:
+        case .failure(let error) where admitted.count > 1 && !error.leavesTheBatchUnknown:
             // One request's bad write must not fail its neighbours': on failure, each
             // request is tried alone (a full disk fails them all again, quickly). Asked
             // again, since a failure just before may be one it depends on. Each is answered
-            // as its own commit ends, not after every other's.
+            // as its own commit ends, not after every other's. Not a batch that may have been
+            // stored: written again, its requests would be stored twice.
             for request in admitted where request.admitted() {
                 let result = commitTogether([request.writes]).flatMap { Self.outcome($0.first ?? .fenced, request) }
                 completionRound { request.completion(result) }
@@ -146,5 +147,12 @@ public final class GroupCommit: Sendable {
                 for request in admitted { request.completion(.failure(error)) }
             }
         }
+    }
+}
+
+extension StorageError {
+    fileprivate var leavesTheBatchUnknown: Bool {
+        if case .outcomeUnknown = self { return true }
+        return false
     }
 }

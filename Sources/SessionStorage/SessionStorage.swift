@@ -273,12 +273,17 @@ public struct StoredSession: Sendable, Equatable {
     }
 }
 
-/// Why a store failed. A commit that fails leaves nothing of its batch behind.
+/// Why a store failed. A commit that fails leaves nothing of its batch behind, unless it
+/// says `outcomeUnknown`.
 public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The data directory cannot be opened or is not navd's.
     case cannotOpen(String)
     /// The disk is full or an I/O error happened; the batch was rolled back.
     case unavailable(String)
+    /// The store was lost in the middle of committing the batch and cannot say whether it did:
+    /// the batch may be stored, whole, or not at all. A node holding its sessions must not take
+    /// its own copies for the stored ones: it lets them go, to be read again from the store.
+    case outcomeUnknown(String)
     /// Another node took the session over (its epoch moved on): nothing of the request was
     /// written, and this node must let the session go.
     case fenced(String)
@@ -293,7 +298,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     public var isFencedOff: Bool {
         switch self {
         case .fenced, .deleted, .expired: true
-        case .cannotOpen, .unavailable: false
+        case .cannotOpen, .unavailable, .outcomeUnknown: false
         }
     }
 
@@ -301,6 +306,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .cannotOpen(let reason): "cannot open the session store: \(reason)"
         case .unavailable(let reason): "the session store is unavailable: \(reason)"
+        case .outcomeUnknown(let reason): "the session store may or may not have stored the change: \(reason)"
         case .fenced(let id): "another node owns session \(id) now"
         case .deleted(let id): "session \(id) was deleted"
         case .expired(let id): "session \(id) expired"

@@ -24,6 +24,7 @@ public final class CommitCuttingProxy: Sendable {
     private let target: Int
     private let armed = Mutex<Cut?>(nil)
     private let cuts = Atomic<Int>(0)
+    private let refusing = Atomic<Bool>(false)
 
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
@@ -49,8 +50,15 @@ public final class CommitCuttingProxy: Sendable {
         Thread.detachNewThread { [self] in
             while true {
                 let client = accept(listener, nil, nil)
-                guard client >= 0 else { return }
-                relay(client)
+                guard client >= 0 else {
+                    if errno == EINTR || errno == ECONNABORTED { continue }
+                    return
+                }
+                if refusing.load(ordering: .relaxed) {
+                    close(client)
+                } else {
+                    relay(client)
+                }
             }
         }
     }
@@ -60,12 +68,19 @@ public final class CommitCuttingProxy: Sendable {
         armed.withLock { $0 = cut }
     }
 
+    /// While `refuse` holds, each new connection is closed at once, as by a server that cannot
+    /// be reached; connections already relayed go on.
+    public func refuseConnections(_ refuse: Bool) {
+        refusing.store(refuse, ordering: .relaxed)
+    }
+
     /// How many `COMMIT`s were cut so far.
     public var cutCount: Int { cuts.load(ordering: .relaxed) }
 
     /// The URL of `database` through the relay.
     public func url(database: String, user: String = "navd") -> String {
-        "postgresql://\(user)@127.0.0.1:\(port)/\(database)"
+        // In plain text, so the relay sees libpq's messages as they are.
+        "postgresql://\(user)@127.0.0.1:\(port)/\(database)?sslmode=disable&gssencmode=disable"
     }
 
     /// Stops accepting; relayed connections end as their ends close them.

@@ -502,6 +502,37 @@ struct FencingTests {
         await b.stop()
     }
 
+    /// A commit cut off in its `COMMIT`, whose outcome the store cannot learn (the database
+    /// cannot be reached again at once), is answered 503 without the "nothing changed" of other
+    /// failures. The node lets its copy go, which may be behind the store's: its streams close
+    /// without `end`, and the next request claims the session again, with what the store holds.
+    @Test func aCommitOfUnknownOutcomeLetsTheCopyGoAndTheNextRequestReadsTheStore() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
+        defer { proxy.stop() }
+        let node = try await Self.node(proxy.url(database: String(url.split(separator: "/").last ?? "")))
+        let (id, token) = try await node.session("counter")
+        let stream = try await Self.openStream(on: node, id, token: token)
+
+        proxy.arm(.afterTheServer)
+        proxy.refuseConnections(true)
+        let cut = try await node.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(cut.status == 503, "\(cut.text)")
+        #expect(cut.json["error"]?["code"]?.stringValue == "storage_unavailable")
+        #expect(cut.json["error"]?["message"]?.stringValue?.contains("may or may not be stored") == true, "\(cut.text)")
+        let closing = try await stream.readEventsUntilClosed()
+        #expect(!closing.contains { $0.name == "end" }, "the session is not over: its stream closes without end")
+
+        proxy.refuseConnections(false)
+        let next = try await node.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        #expect(next.status == 200, "\(next.text)")
+        #expect(next.json["version"]?.intValue == 2, "on top of the commit that was stored, though never answered")
+        let read = try await node.client().request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
+        #expect(read.json["state"]?["count"]?.intValue == 2)
+        #expect(try await Self.query(url, "SELECT string_agg(version::text, ',' ORDER BY ordinal) FROM navd_transactions") == ["1,2"])
+        await node.stop()
+    }
+
     /// A stream of session `id` on `node`, read up to its snapshot.
     static func openStream(on node: TestServer, _ id: String, token: String) async throws -> LoopbackClient {
         let stream = try node.client()

@@ -66,4 +66,15 @@ import Testing
             "commit of 1", "round begins", "answer 2", "round ends",
         ])
     }
+
+    /// A batch whose commit may have happened (its connection lost mid-commit, the outcome
+    /// unknown) is never tried again request by request: written again, each would be stored
+    /// twice. Every request of it is answered with that failure, in one round.
+    @Test func aBatchOfUnknownOutcomeIsNotWrittenAgain() async {
+        let log = await run(3) { $0 > 1 ? .failure(.outcomeUnknown("cut off while committing")) : .success([.written]) }
+        #expect(log == [
+            "commit of 1", "round begins", "answer 0", "round ends",
+            "commit of 2", "round begins", "round ends",
+        ])
+    }
 }

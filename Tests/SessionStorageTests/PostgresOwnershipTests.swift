@@ -337,24 +337,117 @@ struct PostgresOwnershipTests {
         proxy.arm(.afterTheServer)
         #expect(await commit(store, step(1, epoch: SessionEpoch.created)) == nil, "reported as the commit it was")
         #expect(proxy.cutCount == 1, "the reply was cut off")
-        #expect(try await query(url, "SELECT max(version) FROM navd_transactions") == ["1"])
+        #expect(try await query(url, "SELECT string_agg(version::text, ',') FROM navd_transactions") == ["1"], "stored once")
         #expect(await commit(store, step(2, epoch: SessionEpoch.created)) == nil, "and the store goes on")
     }
 
-    /// A commit that never reached the server is a failure that changed nothing, however the
-    /// connection was lost; the store goes on once it is back.
-    @Test func aCommitThatNeverReachedTheServerFailsAndChangesNothing() async throws {
+    /// The same for a deletion: reported as the deletion it was, not as a failure.
+    @Test func aDeletionWhoseReplyWasLostIsReportedAsDone() async throws {
+        let (url, proxy, store) = try await aSessionThroughACuttingProxy()
+        defer {
+            store.close()
+            proxy.stop()
+        }
+        proxy.arm(.afterTheServer)
+        #expect(try await delete(store) == .deleted)
+        #expect(proxy.cutCount == 1, "the reply was cut off")
+        #expect(try await query(url, "SELECT count(*) FROM navd_sessions") == ["0"])
+    }
+
+    /// A claim whose `COMMIT` never reached the server committed nothing; the server says the
+    /// transaction aborted, and the claim is made once more rather than answered 503.
+    @Test func aClaimWhoseCommitNeverReachedTheServerIsMadeAgain() async throws {
         let (url, proxy, store) = try await aSessionThroughACuttingProxy()
         defer {
             store.close()
             proxy.stop()
         }
         proxy.arm(.beforeTheServer)
-        #expect(await commit(store, step(1, epoch: SessionEpoch.created)) != nil, "refused: it did not happen")
+        let (_, epoch) = try #require(claimed(try await claim(store)), "claimed at the first try")
         #expect(proxy.cutCount == 1, "the commit was cut off")
-        #expect(try await query(url, "SELECT count(*) FROM navd_transactions") == ["0"])
-        #expect(await commit(store, step(1, epoch: SessionEpoch.created)) == nil, "the next one is written")
-        #expect(try await query(url, "SELECT max(version) FROM navd_transactions") == ["1"])
+        #expect(epoch == SessionEpoch.created + 1)
+        #expect(try await query(url, "SELECT epoch FROM navd_sessions") == ["\(SessionEpoch.created + 1)"], "raised once")
+    }
+
+    /// A commit cut off whose server cannot be asked afterwards may be stored or not: it is
+    /// reported as of unknown outcome, never as a failure that changed nothing (which its caller
+    /// would be free to write again).
+    @Test func aLostCommitWhoseServerCannotBeAskedIsOfUnknownOutcome() async throws {
+        let (url, proxy, store) = try await aSessionThroughACuttingProxy()
+        defer {
+            store.close()
+            proxy.stop()
+        }
+        proxy.arm(.afterTheServer)
+        proxy.refuseConnections(true)
+        let error = await commit(store, step(1, epoch: SessionEpoch.created))
+        #expect(error.map { if case .outcomeUnknown = $0 { true } else { false } } == true, "\(String(describing: error))")
+        #expect(try await query(url, "SELECT count(*) FROM navd_transactions") == ["1"], "it was stored all the same")
+        proxy.refuseConnections(false)
+        #expect(await commit(store, step(2, epoch: SessionEpoch.created)) == nil, "the store goes on once the server answers")
+    }
+
+    /// A commit cut off while the server is still committing it (a flush that takes long, a
+    /// synchronous standby that does not answer) is not left to chance: its server process is
+    /// ended, which settles it; one that did not commit is run once more. Here the commit is
+    /// held by a deferred trigger that sleeps the first time only.
+    @Test func aLostCommitStillInProgressIsSettledByEndingItsProcess() async throws {
+        let url = try await Self.freshDatabase()
+        _ = try await query(url, """
+            CREATE TABLE slow (n int); CREATE SEQUENCE first_time;
+            CREATE FUNCTION sleep_once() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN IF nextval('first_time') = 1 THEN PERFORM pg_sleep(60); END IF; RETURN NULL; END $$;
+            CREATE CONSTRAINT TRIGGER sleep_once AFTER INSERT ON slow DEFERRABLE INITIALLY DEFERRED
+                FOR EACH ROW EXECUTE FUNCTION sleep_once();
+            """)
+        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
+        defer { proxy.stop() }
+        let proxied = proxy.url(database: String(url.split(separator: "/").last ?? ""))
+        proxy.arm(.afterTheServer)
+        let started = ContinuousClock.now
+        let runs = try await offThePool { () throws -> Int in
+            let connection = try PostgresConnection(url: proxied)
+            var runs = 0
+            try connection.transaction { () throws(PostgresConnection.Failure) in
+                runs += 1
+                try connection.execute("INSERT INTO slow VALUES (\(runs))")
+            }
+            return runs
+        }
+        #expect(proxy.cutCount == 1, "the commit was cut off")
+        #expect(runs == 2, "ended, the first transaction aborted, and the second committed")
+        #expect(ContinuousClock.now - started < .seconds(10), "without waiting for the slow commit")
+        #expect(try await query(url, "SELECT string_agg(n::text, ',') FROM slow") == ["2"])
+    }
+
+    /// A sweep runs on a connection of its own, which a restarted server ended too: the first
+    /// sweep after it opens the connection again and is made, rather than failing once.
+    @Test func theFirstSweepAfterTheServerDroppedTheConnectionSucceeds() async throws {
+        let url = try await Self.freshDatabase()
+        let store = try await open(url)
+        defer { store.close() }
+        await create(store)
+        #expect(try await sweep(store, inUse: [Self.id], idle: nil) == [], "the sweeping connection is open")
+        #expect(try await query(url, """
+            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name = 'navd'
+            """) != ["0"], "navd's connections were ended")
+        _ = try await query(url, "UPDATE navd_sessions SET last_active = last_active - 120")
+        #expect(try await sweep(store, inUse: [], idle: .seconds(60)) == [Self.id], "swept at the first try")
+    }
+
+    /// A commit that never reached the server committed nothing, which the server says once
+    /// the connection is back: it is written again, at the first try, and stored once.
+    @Test func aCommitThatNeverReachedTheServerIsWrittenAgainOnce() async throws {
+        let (url, proxy, store) = try await aSessionThroughACuttingProxy()
+        defer {
+            store.close()
+            proxy.stop()
+        }
+        proxy.arm(.beforeTheServer)
+        #expect(await commit(store, step(1, epoch: SessionEpoch.created)) == nil, "written at the first try")
+        #expect(proxy.cutCount == 1, "the commit was cut off")
+        #expect(try await query(url, "SELECT string_agg(version::text, ',') FROM navd_transactions") == ["1"], "stored once")
     }
 
     /// A store that reaches a fresh database through a proxy that can cut a COMMIT, with a
