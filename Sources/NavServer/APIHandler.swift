@@ -45,7 +45,7 @@ final class APIHandler: HTTPHandler {
             return answer.fail(APIError(404, "not_found", "no such endpoint: \(request.path)"))
         }
         if request.method == "OPTIONS" {
-            return answer.send(preflight(route, origin: request.headers["Origin"]))
+            return answer.send(preflight(route, origin: CORSPolicy.origin(of: request)))
         }
         let method = request.method == "HEAD" ? "GET" : request.method
         guard route.methods.contains(method) else {
@@ -685,7 +685,7 @@ final class APIHandler: HTTPHandler {
         guard !lifecycle.isShuttingDown else { throw .shuttingDown }
         let lastEventID = Self.lastEventID(request)
         var headers: HTTPHeaders = ["Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"]
-        for (name, value) in configuration.cors.responseHeaders(origin: request.headers["Origin"]) { headers.set(name, value) }
+        for (name, value) in configuration.cors.responseHeaders(origin: CORSPolicy.origin(of: request)) { headers.set(name, value) }
         // HEAD describes the stream without opening one, so the connection stays usable.
         if request.method == "HEAD" {
             var head = HTTPResponse(status: 200, headers: headers)

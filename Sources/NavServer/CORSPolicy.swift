@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HTTP
 
 /// Which browser pages may call navd (`--cors-origin`), and which request headers beyond the
 /// API's own they may send (`--cors-headers`).
@@ -39,6 +40,13 @@ public struct CORSPolicy: Sendable, Equatable {
     public var isEnabled: Bool { origins != .none }
 
     // MARK: - Answering
+
+    /// The page's origin: the request's one `Origin` header. A browser sends one; two (a proxy
+    /// that added its own) leave unknown which page asks, so none is granted anything.
+    static func origin(of request: HTTPRequest) -> String? {
+        let origins = request.headers.values("Origin")
+        return origins.count == 1 ? origins[0] : nil
+    }
 
     /// The headers of every response to a request that carried `origin`.
     func responseHeaders(origin: String?) -> [(String, String)] {

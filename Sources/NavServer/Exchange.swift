@@ -39,7 +39,7 @@ final class Exchange: Sendable {
         self.method = request?.method
         self.path = request?.path
         self.query = request?.query.filter { !Self.credentials.contains($0.name.lowercased()) } ?? []
-        self.origin = request?.headers["Origin"]
+        self.origin = request.flatMap(CORSPolicy.origin(of:))
         self.route = route
         self.started = started
         self.handler = handler

@@ -97,6 +97,19 @@ import TestSupport
             #expect(answer.header("vary") == "Origin")
         }
 
+        // Two origins, even allowed ones: which page asks is unknown, and none is granted.
+        let two = try await client.request("GET", "/sessions/\(id)", headers: [
+            ("Authorization", "Bearer \(token)"), ("Origin", "https://app.example"), ("Origin", "http://localhost:3000"),
+        ])
+        #expect(two.status == 200)
+        #expect(two.header("access-control-allow-origin") == nil)
+        #expect(two.header("vary") == "Origin")
+        let twoPreflight = try await client.request("OPTIONS", "/sessions/\(id)/actions", headers: [
+            ("Origin", "https://app.example"), ("Origin", "https://app.example"), ("Access-Control-Request-Method", "POST"),
+        ])
+        #expect(twoPreflight.header("access-control-allow-origin") == nil)
+        #expect(twoPreflight.header("access-control-allow-methods") == nil)
+
         let preflight = try await client.request("OPTIONS", "/sessions/\(id)/actions", headers: [
             ("Origin", "http://localhost:3000"), ("Access-Control-Request-Method", "POST"),
             ("Access-Control-Request-Headers", "authorization, content-type, traceparent"),
