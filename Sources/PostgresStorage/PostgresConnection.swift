@@ -207,9 +207,10 @@ final class PostgresConnection {
 
     /// What became of `lost`, asked on a new connection. Only the server it ran on can say: after
     /// a failover (another timeline) its id may name another transaction there. Its server
-    /// process may still be finishing it (a slow flush, a synchronous standby): after a moment
-    /// that process is ended, which settles the transaction one way or the other, and the
-    /// answer is asked again. Still unsettled after that (a flush that hangs), it is unknown.
+    /// process may still be finishing it (waiting for a lock at commit, running deferred
+    /// work): after a moment that process is ended, which settles the transaction one way or
+    /// the other, and the answer is asked again. Still unsettled after that (a flush that hangs,
+    /// a synchronous standby that does not answer), it is unknown.
     private func settle(_ lost: LostCommit) -> Settled {
         do throws(Failure) {
             try reconnectIfNeeded()
@@ -226,9 +227,12 @@ final class PostgresConnection {
                 case "aborted": return .aborted
                 case "in progress":
                     if round == Self.settleRounds / 4 {
-                        // Only the process still running this very transaction (a process id is reused).
+                        // Only the process still running this very transaction (a process id is
+                        // reused), and not one waiting for a synchronous standby: ended there, the
+                        // commit would stand without the copy the server is configured to wait for.
                         try run("""
-                            SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_xid::text = $2
+                            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                            WHERE pid = $1 AND backend_xid::text = $2 AND wait_event IS DISTINCT FROM 'SyncRep'
                             """, [.integer(Int(lost.backend)), .text(String(lost.id & 0xFFFF_FFFF))])
                     }
                     usleep(50_000)
