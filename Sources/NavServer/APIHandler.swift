@@ -140,6 +140,7 @@ final class APIHandler: HTTPHandler {
             case .success(.refused): answer.fail(.unauthorized)
             case .success(.versionMismatch(let current)):
                 answer.fail(APIError(NavigationError.versionMismatch(expected: ifMatch ?? current, current: current)))
+            case .failure(.outcomeUnknown): answer.fail(.commitUnsettled)
             case .failure: answer.fail(APIError(.storageUnavailable))
             }
         }
@@ -208,7 +209,8 @@ final class APIHandler: HTTPHandler {
     /// so holds after a restart. `.failed`: nothing changed; `.lost`: another node has it now,
     /// and only this node's copy goes (unless a deletion of it here is still under way, which
     /// ends it); `.deleted` or `.expired`: another node deleted it, or its sweep, first (a
-    /// retried `DELETE`, routers that disagree), so it ends here all the same, for that reason.
+    /// retried `DELETE`, routers that disagree), so it ends here all the same, for that reason;
+    /// `.unsettled`: the store cannot say whether it deleted it, so this node's copy goes.
     func end(_ hosted: HostedSession, _ reason: NavigationSession.EndReason) async -> SessionPersistence.Committed {
         hosted.markEnding(true)
         let committed = await persistence.commit([.delete(id: hosted.id, expired: reason == .expired)], of: hosted)
@@ -235,6 +237,18 @@ final class APIHandler: HTTPHandler {
         case .lost:
             hosted.markEnding(false)
             if !hosted.isEnding { release(hosted.id, olderThan: (hosted.epoch ?? 0) + 1) }
+        case .unsettled:
+            hosted.markEnding(false)
+            guard !hosted.isEnding else { break }
+            // The deletion's announcement, heard meanwhile, says it happened: it ends here.
+            if let ended = hosted.endedElsewhere, store.remove(identical: hosted) {
+                await hosted.navigation.end(ended)
+                memory.sessionEnded()
+            } else {
+                // Deleted or not, only the store knows: this copy goes, without `end`, and the
+                // next request finds the session there or not.
+                letGoUnsettled(hosted.id, epoch: hosted.epoch ?? 0)
+            }
         }
         return committed
     }
@@ -413,6 +427,7 @@ final class APIHandler: HTTPHandler {
                 // Deleted meanwhile by another node: deleted, as asked.
                 case .durable, .deleted: answer.send(HTTPResponse(status: 204))
                 case .failed: answer.fail(APIError(.storageUnavailable))
+                case .unsettled: answer.fail(.commitUnsettled)
                 // Expired before it (as every other node answers), or another node has it now.
                 case .expired, .lost: answer.fail(.unknownSession(hosted.id))
                 }

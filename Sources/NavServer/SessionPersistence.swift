@@ -86,6 +86,8 @@ final class SessionPersistence: Sendable {
         case deleted
         /// …or expired by a sweep elsewhere: nothing was written.
         case expired
+        /// The store lost its connection while committing and cannot say whether it did.
+        case unsettled
     }
 
     /// Commits `writes` of `hosted`'s, fenced with its epoch on a shared store, and waits.
@@ -98,6 +100,9 @@ final class SessionPersistence: Sendable {
                 case .failure(.fenced): done.resume(returning: .lost)
                 case .failure(.deleted): done.resume(returning: .deleted)
                 case .failure(.expired): done.resume(returning: .expired)
+                case .failure(.outcomeUnknown):
+                    _ = noted(result)
+                    done.resume(returning: .unsettled)
                 default: done.resume(returning: noted(result) ? .durable : .failed)
                 }
             }
@@ -443,6 +448,10 @@ private final class StorageJournal: SessionJournal {
     let persistence: SessionPersistence
     /// The newest generation a write of which failed: its later writes must fail too.
     private let failedGeneration = Mutex<Int?>(nil)
+    /// Set when a write's outcome is unknown: this copy is let go, and no write of it, whatever
+    /// its generation, may reach the store (a request that found the copy just before may
+    /// still try, on the state it rolled back to).
+    private let closed = Atomic<Bool>(false)
 
     init(id: String, epoch: Int?, storage: any SessionStorage, persistence: SessionPersistence) {
         self.id = id
@@ -457,7 +466,7 @@ private final class StorageJournal: SessionJournal {
         let persistence = persistence
         let writes = SessionPersistence.writes(entries, of: id)
         storage.commit(epoch.map { [.fence(id: id, epoch: $0)] + writes } ?? writes, admissible: { [self] in
-            failedGeneration.withLock { $0 != generation }
+            !closed.load(ordering: .acquiring) && failedGeneration.withLock { $0 != generation }
         }, completion: { [self] result in
             // Recorded on the store's writer, before it asks about any later write; the session
             // hears of it off the writer (it copes with outcomes in any order).
@@ -466,7 +475,9 @@ private final class StorageJournal: SessionJournal {
             // session gone and answers as this node would for a session it never had.
             switch result {
             case .failure(let error) where error.isFencedOff: if let epoch { persistence.fencedOff(id, epoch: epoch, because: error) }
-            case .failure(.outcomeUnknown): if let epoch { persistence.leftUnsettled(id, epoch: epoch) }
+            case .failure(.outcomeUnknown):
+                closed.store(true, ordering: .releasing)
+                if let epoch { persistence.leftUnsettled(id, epoch: epoch) }
             default: break
             }
             // The session hears of it on its own executor (its event loop), handed over with the

@@ -12,9 +12,9 @@ import Darwin
 final class PostgresConnection {
     private let handle: OpaquePointer
     private var statements: [String: String] = [:]
-    /// The server this connection reached and its WAL timeline, which a failover changes: the
-    /// fate of a transaction cut off in its `COMMIT` can be asked only of the server it ran on.
-    private var server = ""
+    /// The server this connection reached: the fate of a transaction cut off in its `COMMIT` can
+    /// be asked only of the server it ran on, and trusted only as far as that server kept it.
+    private var server = ServerIdentity(cluster: nil, started: "")
     /// Its server process, kept while connected: libpq forgets it once the connection is lost.
     private var backend: Int32 = 0
 
@@ -67,12 +67,24 @@ final class PostgresConnection {
         try execute("SET synchronous_commit TO on; SET lock_timeout TO '\(Self.lockTimeout)'; "
             + "SET idle_in_transaction_session_timeout TO '\(Self.idleInTransactionTimeout)'; "
             + "SET statement_timeout TO '\(Self.statementTimeout)'")
+        var started = ""
+        try run("SELECT pg_postmaster_start_time()::text") { started = $0.text(0) }
         // The timeline is the first part of a WAL file's name; a standby has none of its own yet.
-        try run("""
+        // A service that does not let navd read these (some managed ones) leaves it unknown.
+        var cluster: String?
+        try? run("""
             SELECT (SELECT system_identifier FROM pg_control_system())::text || '/'
                 || CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE left(pg_walfile_name(pg_current_wal_lsn()), 8) END
-            """) { server = $0.text(0) }
+            """) { cluster = $0.text(0) }
+        server = ServerIdentity(cluster: cluster, started: started)
         backend = PQbackendPID(handle)
+    }
+
+    /// Which server a connection reached: its cluster and timeline, which a failover changes
+    /// (nil when the server does not say), and when it started, which a restart changes.
+    private struct ServerIdentity: Equatable {
+        let cluster: String?
+        let started: String
     }
 
     /// How long a statement waits for a lock before it fails.
@@ -196,7 +208,7 @@ final class PostgresConnection {
     private struct LostCommit {
         let id: Int
         let backend: Int32
-        let server: String
+        let server: ServerIdentity
     }
 
     private enum Settled {
@@ -206,25 +218,39 @@ final class PostgresConnection {
     }
 
     /// What became of `lost`, asked on a new connection. Only the server it ran on can say: after
-    /// a failover (another timeline) its id may name another transaction there. Its server
-    /// process may still be finishing it (waiting for a lock at commit, running deferred
-    /// work): after a moment that process is ended, which settles the transaction one way or
-    /// the other, and the answer is asked again. Still unsettled after that (a flush that hangs,
-    /// a synchronous standby that does not answer), it is unknown.
+    /// a failover (another cluster or timeline) its id may name another transaction there. A
+    /// server that restarted since may have given the id to another transaction (ids are handed
+    /// out again from the last one its log kept), so only "aborted" still holds: a commit that
+    /// reached the log keeps its id. Its server process may still be finishing it (waiting for
+    /// a lock at commit, running deferred work): after a moment that process is ended, which
+    /// settles the transaction one way or the other, and the answer is asked again. Still
+    /// unsettled after that (a flush that hangs, a synchronous standby that does not answer),
+    /// it is unknown.
     private func settle(_ lost: LostCommit) -> Settled {
         do throws(Failure) {
             try reconnectIfNeeded()
         } catch {
             return .unknown("the server cannot be reached (\(error))")
         }
-        guard server == lost.server else { return .unknown("the server changed (\(lost.server) before, \(server) now)") }
+        guard let before = lost.server.cluster, server.cluster == before else {
+            return .unknown("the server cannot say which server it is, or it changed since (a failover)")
+        }
+        let restarted = server.started != lost.server.started
         do throws(Failure) {
             for round in 0..<Self.settleRounds {
                 var status = ""
-                try run("SELECT coalesce(txid_status($1), 'unknown')", [.integer(lost.id)]) { status = $0.text(0) }
+                do throws(Failure) {
+                    try run("SELECT coalesce(txid_status($1), 'unknown')", [.integer(lost.id)]) { status = $0.text(0) }
+                } catch where error.sqlState == "22023" {
+                    // "In the future": a restarted server whose log never got as far as the
+                    // transaction, which therefore never committed.
+                    return .aborted
+                }
                 switch status {
-                case "committed": return .committed
                 case "aborted": return .aborted
+                case "committed" where restarted, "in progress" where restarted:
+                    return .unknown("the server restarted since, and the transaction's id may name another one now")
+                case "committed": return .committed
                 case "in progress":
                     if round == Self.settleRounds / 4 {
                         // Only the process still running this very transaction (a process id is

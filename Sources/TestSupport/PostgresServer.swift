@@ -55,6 +55,12 @@ public final class PostgresServer: Sendable {
         return output.split(separator: "\n").map(String.init)
     }
 
+    /// A server of the caller's own, which it may crash and restart (`crashAndRestart`); the
+    /// caller stops it.
+    public static func ownServer() throws -> PostgresServer {
+        try PostgresServer()
+    }
+
     private init() throws(Unavailable) {
         guard let binaries = Self.findBinaries() else {
             throw Unavailable(description: "no PostgreSQL server programs (initdb, pg_ctl) found; install the Debian package postgresql")
@@ -89,9 +95,7 @@ public final class PostgresServer: Sendable {
         for _ in 0..<5 {
             let candidate = Int.random(in: 20_000...60_000)
             do {
-                try Self.run("pg_ctl", ["-D", directory + "/data", "-l", directory + "/log", "-w", "-t", "30", "-o",
-                                        "-c listen_addresses=127.0.0.1 -p \(candidate) -k \(directory) -c max_connections=200", "start"],
-                             binaries: binaries, user: user)
+                try Self.start(directory: directory, port: candidate, binaries: binaries, user: user)
                 port = candidate
                 return
             } catch {
@@ -101,6 +105,19 @@ public final class PostgresServer: Sendable {
         let log = (try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? ""
         try? FileManager.default.removeItem(atPath: directory)
         throw Unavailable(description: "pg_ctl start failed: \(lastError.map { "\($0)" } ?? "") \(log.suffix(500))")
+    }
+
+    private static func start(directory: String, port: Int, binaries: String, user: String?) throws {
+        try run("pg_ctl", ["-D", directory + "/data", "-l", directory + "/log", "-w", "-t", "30", "-o",
+                           "-c listen_addresses=127.0.0.1 -p \(port) -k \(directory) -c max_connections=200", "start"],
+                binaries: binaries, user: user)
+    }
+
+    /// Stops the server as a crash does (every process killed, nothing flushed that was not
+    /// already) and starts it again on the same port, which recovers from its log.
+    public func crashAndRestart() throws {
+        try run("pg_ctl", ["-D", directory + "/data", "-m", "immediate", "stop"])
+        try Self.start(directory: directory, port: port, binaries: binaries, user: user)
     }
 
     /// Stops the server at once (no checkpoint: the cluster is thrown away) and removes it.

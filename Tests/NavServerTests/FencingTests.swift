@@ -533,6 +533,30 @@ struct FencingTests {
         await node.stop()
     }
 
+    /// The same for a `DELETE`: answered 503 "may or may not", never "nothing changed", and the
+    /// node does not go on serving a copy of a session the store may have deleted. Here it did:
+    /// the next request finds it gone.
+    @Test func aDeleteOfUnknownOutcomeLetsTheCopyGo() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
+        defer { proxy.stop() }
+        let node = try await Self.node(proxy.url(database: String(url.split(separator: "/").last ?? "")), deaf: true)
+        let (id, token) = try await node.session("counter")
+        let auth = [("Authorization", "Bearer \(token)")]
+
+        proxy.arm(.afterTheServer)
+        proxy.refuseConnections(true)
+        let cut = try await node.client().request("DELETE", "/sessions/\(id)", headers: auth)
+        #expect(cut.status == 503, "\(cut.text)")
+        #expect(cut.json["error"]?["message"]?.stringValue?.contains("may or may not be stored") == true, "\(cut.text)")
+        #expect(try await Self.query(url, "SELECT count(*) FROM navd_sessions") == ["0"], "the deletion was stored")
+
+        proxy.refuseConnections(false)
+        let after = try await node.client().request("GET", "/sessions/\(id)", headers: auth)
+        #expect(after.status == 404, "the copy was let go; the store has no such session: \(after.text)")
+        await node.stop()
+    }
+
     /// A stream of session `id` on `node`, read up to its snapshot.
     static func openStream(on node: TestServer, _ id: String, token: String) async throws -> LoopbackClient {
         let stream = try node.client()

@@ -12,7 +12,8 @@ import Testing
 @Suite struct GroupCommitTests {
     /// Submits `count` requests, the first alone and the rest while its commit is held up, so
     /// they share the next; `outcome` says how a commit of so many requests goes. Returns what
-    /// happened, in order: commits, rounds and the requests answered with success.
+    /// happened, in order: commits, rounds, and the requests answered with success or with an
+    /// unknown outcome.
     private func run(_ count: Int, outcome: @escaping @Sendable (Int) -> Result<[GroupCommit.Verdict], StorageError>) async -> [String] {
         let log = Mutex<[String]>([])
         let firstStarted = Atomic<Bool>(false)
@@ -33,7 +34,11 @@ import Testing
             let answered = Atomic<Int>(0)
             for request in 0..<count {
                 commits.submit([.probe], admissible: { true }, completion: { result in
-                    if case .success = result { log.withLock { $0.append("answer \(request)") } }
+                    switch result {
+                    case .success: log.withLock { $0.append("answer \(request)") }
+                    case .failure(.outcomeUnknown): log.withLock { $0.append("unknown \(request)") }
+                    case .failure: break
+                    }
                     if answered.add(1, ordering: .relaxed).newValue == count { done.resume() }
                 }, commitTogether: committer)
                 if request == 0 {
@@ -74,7 +79,7 @@ import Testing
         let log = await run(3) { $0 > 1 ? .failure(.outcomeUnknown("cut off while committing")) : .success([.written]) }
         #expect(log == [
             "commit of 1", "round begins", "answer 0", "round ends",
-            "commit of 2", "round begins", "round ends",
+            "commit of 2", "round begins", "unknown 1", "unknown 2", "round ends",
         ])
     }
 }

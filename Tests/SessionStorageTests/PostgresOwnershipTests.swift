@@ -420,6 +420,50 @@ struct PostgresOwnershipTests {
         #expect(try await query(url, "SELECT string_agg(n::text, ',') FROM slow") == ["2"])
     }
 
+    /// A server that crashed while a transaction committed hands out transaction ids again from
+    /// the last one its log kept, so the lost transaction's id may now name another one. Asked
+    /// after the restart, "aborted" still says the transaction never committed (run once more),
+    /// but "committed" might be the other's: that outcome is unknown, never taken for ours.
+    @Test func aLostCommitIsNotTakenForAnotherTransactionAfterTheServerRestarted() async throws {
+        let server = try await offThePool { try PostgresServer.ownServer() }
+        defer { server.stop() }
+        let url = server.url(database: "postgres")
+        _ = try server.query("CREATE TABLE lost (n int)", database: "postgres")
+
+        // Nothing took the id: the server says aborted, and the transaction is run again.
+        let runs = try await offThePool { () throws -> Int in
+            let connection = try PostgresConnection(url: url)
+            var runs = 0
+            try connection.transaction { () throws(PostgresConnection.Failure) in
+                runs += 1
+                try connection.execute("INSERT INTO lost VALUES (\(runs))")
+                if runs == 1 { try? server.crashAndRestart() }
+            }
+            return runs
+        }
+        #expect(runs == 2)
+        #expect(try server.query("SELECT string_agg(n::text, ',') FROM lost", database: "postgres") == ["2"])
+
+        // Another transaction took the id and committed: not reported as ours.
+        let outcome = try await offThePool { () throws -> String in
+            let connection = try PostgresConnection(url: url)
+            do throws(PostgresConnection.Failure) {
+                try connection.transaction { () throws(PostgresConnection.Failure) in
+                    let id = try connection.integer("SELECT txid_current()")
+                    try connection.execute("INSERT INTO lost VALUES (3)")
+                    try? server.crashAndRestart()
+                    let other = try PostgresConnection(url: url)
+                    while try other.integer("SELECT txid_current()") < id {}
+                }
+                return "committed"
+            } catch {
+                return error.outcomeUnknown ? "unknown" : "failed: \(error)"
+            }
+        }
+        #expect(outcome == "unknown")
+        #expect(try server.query("SELECT string_agg(n::text, ',') FROM lost", database: "postgres") == ["2"], "nothing of it was stored")
+    }
+
     /// A sweep runs on a connection of its own, which a restarted server ended too: the first
     /// sweep after it opens the connection again and is made, rather than failing once.
     @Test func theFirstSweepAfterTheServerDroppedTheConnectionSucceeds() async throws {
