@@ -396,6 +396,8 @@ final class APIHandler: HTTPHandler {
             // effect it starts may write, and a write of a session the store lacks is dropped.
             if deepLinked, let settled = try? await navigation.settleEffects() {
                 _ = try? await navigation.durable(settled)
+                // Which version the store holds is unknown, and the copy was let go: no 201 for it.
+                if hosted.hadCommitUnsettled { return answer.fail(.commitUnsettled) }
             }
             let (version, state, tree) = await navigation.describe()
             let body = JSON.object(JSONObject([

@@ -95,7 +95,10 @@ final class SessionPersistence: Sendable {
         guard let storage else { return .durable }
         let fenced = hosted.epoch.map { [StoreWrite.fence(id: hosted.id, epoch: $0)] + writes } ?? writes
         return await withCheckedContinuation { (done: CheckedContinuation<Committed, Never>) in
-            storage.commit(fenced) { [self] result in
+            // Not from a copy let go for a commit of unknown outcome (asked on the writer, after
+            // that commit's answer): it may be behind the store, and a `DELETE` checked against
+            // its version (`If-Match`) would delete a version the client never saw.
+            storage.commit(fenced, admissible: { !hosted.hadCommitUnsettled }) { [self] result in
                 switch result {
                 case .failure(.fenced): done.resume(returning: .lost)
                 case .failure(.deleted): done.resume(returning: .deleted)

@@ -12,11 +12,10 @@ import Darwin
 final class PostgresConnection {
     private let handle: OpaquePointer
     private var statements: [String: String] = [:]
-    /// The server this connection reached: the fate of a transaction cut off in its `COMMIT` can
-    /// be asked only of the server it ran on, and trusted only as far as that server kept it.
-    private var server = ServerIdentity(cluster: nil, started: "")
-    /// Its server process, kept while connected: libpq forgets it once the connection is lost.
-    private var backend: Int32 = 0
+    /// This connection's row in `navd_commit_lanes`, new with every connection: each tracked
+    /// transaction raises the row's count first thing, so the count says, on any later
+    /// connection, whether a transaction cut off in its `COMMIT` committed.
+    private var lane = CommitLane.make()
 
     /// What the server (or libpq) said, and its SQLSTATE when there was one.
     struct Failure: Error, CustomStringConvertible {
@@ -67,26 +66,7 @@ final class PostgresConnection {
         try execute("SET synchronous_commit TO on; SET lock_timeout TO '\(Self.lockTimeout)'; "
             + "SET idle_in_transaction_session_timeout TO '\(Self.idleInTransactionTimeout)'; "
             + "SET statement_timeout TO '\(Self.statementTimeout)'")
-        var started = ""
-        try run("SELECT pg_postmaster_start_time()::text") { started = $0.text(0) }
-        // The timeline is the first part of a WAL file's name; a standby has none of its own yet.
-        // A service that does not let navd read these (some managed ones) leaves it unknown.
-        var cluster: String?
-        try? run("""
-            SELECT (SELECT system_identifier FROM pg_control_system())::text || '/'
-                || CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE left(pg_walfile_name(pg_current_wal_lsn()), 8) END
-            """) { cluster = $0.text(0) }
-        server = ServerIdentity(cluster: cluster, started: started)
-        backend = PQbackendPID(handle)
     }
-
-    /// Which server a connection reached: its cluster and timeline, which a failover changes
-    /// (nil when the server does not say), and when it started, which a restart changes.
-    private struct ServerIdentity: Equatable {
-        let cluster: String?
-        let started: String
-    }
-
     /// How long a statement waits for a lock before it fails.
     static let lockTimeout = "2s"
     /// How long the server lets a transaction of navd's sit idle before ending it.
@@ -100,6 +80,7 @@ final class PostgresConnection {
         guard PQstatus(handle) != CONNECTION_OK else { return }
         PQreset(handle)
         statements.removeAll()
+        lane = CommitLane.make()
         guard PQstatus(handle) == CONNECTION_OK else { throw Failure(message: String(cString: PQerrorMessage(handle))) }
         try configure()
     }
@@ -123,12 +104,15 @@ final class PostgresConnection {
     }
 
     /// How a transaction begins.
-    enum Begin: String {
-        /// Read committed, and it may write: its id is taken at `BEGIN`, so a commit whose reply
-        /// was lost can be looked up.
-        case readWrite = "BEGIN; SELECT txid_current()"
+    enum Begin {
+        /// Read committed, and it may write; its commit is tracked in the connection's lane, so
+        /// a commit whose reply was lost can be looked up. Needs navd's tables.
+        case readWrite
+        /// Read committed, untracked: for the migration that creates the tables. Run again
+        /// when its commit is lost, so it must be idempotent.
+        case untracked
         /// One consistent view of the data, written by nothing.
-        case snapshotReadOnly = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        case snapshotReadOnly
     }
 
     /// Runs `body` in one transaction: committed if `keep` says so of what it returns (else
@@ -138,10 +122,10 @@ final class PostgresConnection {
     /// server restarted since the last use, which libpq learns only now), the transaction
     /// committed nothing: the connection is opened again and `body` run once more, so the
     /// first request after a restart is not refused. Lost while committing, the server may or
-    /// may not have committed: once the connection is back, the transaction's id says which
-    /// (`settle`). A commit that happened is reported as one; one that did not is run once more,
-    /// as above. Only when the server cannot say is the failure thrown as `outcomeUnknown`,
-    /// which no caller may take for "nothing changed".
+    /// may not have committed: once the connection is back, the lane says which (`settle`). A
+    /// commit that happened is reported as one; one that did not is run once more, as above.
+    /// Only when the database cannot say is the failure thrown as `outcomeUnknown`, which no
+    /// caller may take for "nothing changed".
     func transaction<Value>(_ begin: Begin = .readWrite, keep: (Value) -> Bool = { _ in true },
                             _ body: () throws(Failure) -> Value) throws(Failure) -> Value {
         var attempt = 0
@@ -153,11 +137,11 @@ final class PostgresConnection {
             case .failed(let failure):
                 guard attempt == 1, !isConnected else { throw failure }
                 try reconnectIfNeeded()
-            case .lostWhileCommitting(let id, let value, let failure):
-                switch settle(LostCommit(id: id, backend: backend, server: server)) {
+            case .lostWhileCommitting(let mark, let value, let failure):
+                switch settle(mark) {
                 case .committed: return value
-                case .aborted where attempt == 1: continue
-                case .aborted: throw failure
+                case .notCommitted where attempt == 1: continue
+                case .notCommitted: throw failure
                 case .unknown(let reason):
                     throw Failure(message: "\(failure); whether the transaction committed is unknown: \(reason)", outcomeUnknown: true)
                 }
@@ -169,13 +153,25 @@ final class PostgresConnection {
     private enum Attempt<Value> {
         case done(Value)
         case failed(Failure)
-        case lostWhileCommitting(id: Int, value: Value, Failure)
+        case lostWhileCommitting(CommitMark, value: Value, Failure)
     }
 
     private func transactionOnce<Value>(_ begin: Begin, keep: (Value) -> Bool, _ body: () throws(Failure) -> Value) -> Attempt<Value> {
-        var id: Int?
+        var mark: CommitMark?
         do throws(Failure) {
-            if begin == .readWrite { id = try integer(ofSimpleQuery: begin.rawValue) } else { try execute(begin.rawValue) }
+            switch begin {
+            case .readWrite:
+                let now = ContinuousClock.now
+                if lane.needsRegistering(at: now) {
+                    try execute(lane.register)
+                    lane.noteRegistered(at: now)
+                }
+                // One round trip: the lane's row is raised, and locked until the transaction ends.
+                let count = try integer(ofSimpleQuery: "BEGIN; " + lane.raise)
+                mark = CommitMark(lane: lane.id, count: count)
+            case .untracked: try execute("BEGIN")
+            case .snapshotReadOnly: try execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            }
         } catch {
             // `BEGIN` may have opened the transaction that the statement after it failed in.
             if isConnected { try? execute("ROLLBACK") }
@@ -198,82 +194,48 @@ final class PostgresConnection {
             try execute("COMMIT")
             return .done(value)
         } catch {
-            guard let id, !isConnected else { return .failed(error) }
-            return .lostWhileCommitting(id: id, value: value, error)
+            guard let mark, !isConnected else { return .failed(error) }
+            return .lostWhileCommitting(mark, value: value, error)
         }
     }
 
-    /// A transaction cut off in its `COMMIT`: its id, the server process that ran it, and the
-    /// server it ran on.
-    private struct LostCommit {
-        let id: Int
-        let backend: Int32
-        let server: ServerIdentity
+    /// What a tracked transaction set its lane's count to.
+    private struct CommitMark {
+        let lane: String
+        let count: Int
     }
 
     private enum Settled {
         case committed
-        case aborted
+        case notCommitted
         case unknown(String)
     }
 
-    /// What became of `lost`, asked on a new connection. Only the server it ran on can say: after
-    /// a failover (another cluster or timeline) its id may name another transaction there. A
-    /// server that restarted since may have given the id to another transaction (ids are handed
-    /// out again from the last one its log kept), so only "aborted" still holds: a commit that
-    /// reached the log keeps its id. Its server process may still be finishing it (waiting for
-    /// a lock at commit, running deferred work): after a moment that process is ended, which
-    /// settles the transaction one way or the other, and the answer is asked again. Still
-    /// unsettled after that (a flush that hangs, a synchronous standby that does not answer),
-    /// it is unknown.
-    private func settle(_ lost: LostCommit) -> Settled {
+    /// What became of the transaction that set `mark`, asked on a new connection: the lane's
+    /// count is the one it set if, and only if, it committed, since nothing else writes that
+    /// row. Locking the row waits for the transaction if its server process is still finishing
+    /// it (a slow flush, a synchronous standby), for `lockTimeout` at most; still unfinished
+    /// then, the outcome is unknown. This asks the data, not the server's transaction ids, so
+    /// it holds across a crash and restart (which hands ids out again) and a failover (a
+    /// standby promoted without the commit has not got it, and never will).
+    private func settle(_ mark: CommitMark) -> Settled {
         do throws(Failure) {
             try reconnectIfNeeded()
         } catch {
-            return .unknown("the server cannot be reached (\(error))")
+            return .unknown("the database cannot be reached (\(error))")
         }
-        guard let before = lost.server.cluster, server.cluster == before else {
-            return .unknown("the server cannot say which server it is, or it changed since (a failover)")
-        }
-        let restarted = server.started != lost.server.started
         do throws(Failure) {
-            for round in 0..<Self.settleRounds {
-                var status = ""
-                do throws(Failure) {
-                    try run("SELECT coalesce(txid_status($1), 'unknown')", [.integer(lost.id)]) { status = $0.text(0) }
-                } catch where error.sqlState == "22023" {
-                    // "In the future": a restarted server whose log never got as far as the
-                    // transaction, which therefore never committed.
-                    return .aborted
-                }
-                switch status {
-                case "aborted": return .aborted
-                case "committed" where restarted, "in progress" where restarted:
-                    return .unknown("the server restarted since, and the transaction's id may name another one now")
-                case "committed": return .committed
-                case "in progress":
-                    if round == Self.settleRounds / 4 {
-                        // Only the process still running this very transaction (a process id is
-                        // reused), and not one waiting for a synchronous standby: ended there, the
-                        // commit would stand without the copy the server is configured to wait for.
-                        try run("""
-                            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                            WHERE pid = $1 AND backend_xid::text = $2 AND wait_event IS DISTINCT FROM 'SyncRep'
-                            """, [.integer(Int(lost.backend)), .text(String(lost.id & 0xFFFF_FFFF))])
-                    }
-                    usleep(50_000)
-                default: return .unknown("the server no longer knows the transaction (\(status))")
-                }
+            var count: Int?
+            try run("SELECT commits FROM navd_commit_lanes WHERE lane = $1 FOR UPDATE", [.text(mark.lane)]) { count = $0.integer(0) }
+            switch count {
+            case mark.count: return .committed
+            case mark.count - 1: return .notCommitted
+            default: return .unknown("its lane reads \(count.map(String.init) ?? "nothing"), not \(mark.count - 1) or \(mark.count)")
             }
-            return .unknown("the transaction is still in progress on the server")
         } catch {
-            return .unknown("the server did not answer (\(error))")
+            return .unknown("the database did not say (\(error))")
         }
     }
-
-    /// How many times, 50 ms apart, the status of a lost commit is asked: its process is ended
-    /// after a quarter of them.
-    private static let settleRounds = 40
 
     /// The integer in the first column of the last result of `sql`, a simple query (several
     /// statements allowed, one round trip).

@@ -14,7 +14,9 @@ enum PostgresSchema {
     /// 3: and when a node last used them (the database's clock, in seconds since 1970), so
     /// sessions no node holds can expire; older rows count as used at the migration.
     /// 4: the ids of sessions a sweep or their holder expired, kept for a day (`navd_expired`).
-    static let version = 4
+    /// 5: each connection's count of commits (`navd_commit_lanes`, see `CommitLane`), which
+    /// tells whether a commit whose reply was lost happened; kept a day after last use.
+    static let version = 5
 
     /// The channel on which a claim (or a deletion) announces `"<id> <epoch>"` to every node.
     static let claimsChannel = "navd_claims"
@@ -32,6 +34,10 @@ enum PostgresSchema {
     /// outage a node comes back from still holding its sessions, and keeps the table as small
     /// as a day of expiries.
     static let expiryMemory: Double = 86_400
+
+    /// How long a connection's commit lane is kept unused: long past any commit it could be
+    /// asked about, which is asked within seconds.
+    static let laneMemory = "1 day"
 
     /// Idempotent: run in one transaction, under the lock, by every node at every start.
     static let create = """
@@ -76,6 +82,11 @@ enum PostgresSchema {
         CREATE TABLE IF NOT EXISTS navd_probes (
             id integer PRIMARY KEY CHECK (id = 1),
             written timestamptz NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS navd_commit_lanes (
+            lane text COLLATE "C" PRIMARY KEY,
+            commits bigint NOT NULL,
+            used timestamptz NOT NULL
         );
         ALTER TABLE navd_sessions ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT \(SessionEpoch.created);
         ALTER TABLE navd_sessions ADD COLUMN IF NOT EXISTS last_active double precision NOT NULL DEFAULT \(now);

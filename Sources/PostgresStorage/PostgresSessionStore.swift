@@ -78,7 +78,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
 
     private static func migrateOnce(_ connection: PostgresConnection) throws(PostgresConnection.Failure) -> Int {
         // A newer schema is left as it is: this navd refuses it.
-        try connection.transaction(keep: { $0 <= PostgresSchema.version }) { () throws(PostgresConnection.Failure) -> Int in
+        try connection.transaction(.untracked, keep: { $0 <= PostgresSchema.version }) { () throws(PostgresConnection.Failure) -> Int in
             // A start may wait for another node's migration, and a migration for the tables'
             // users: longer than a request's transaction may, still not forever.
             try connection.execute("SET LOCAL lock_timeout TO '60s'; SET LOCAL statement_timeout TO '120s'")
@@ -473,6 +473,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
                 UPDATE navd_sessions AS s SET last_active = \(PostgresSchema.now) FROM used WHERE s.id = used.id
                 """, [.text(chunk.joined(separator: ","))])
         }
+        try connection.execute("DELETE FROM navd_commit_lanes WHERE used < now() - interval '\(PostgresSchema.laneMemory)'")
         guard let idle else { return [] }
         return try connection.transaction { () throws(PostgresConnection.Failure) -> [String] in
             var expired: [String] = []
