@@ -3,3 +3,5 @@
 
 // PG_DIAG_SQLSTATE is a character-literal macro Swift does not import.
 static inline char *navd_pq_sqlstate(const PGresult *result) { return PQresultErrorField(result, 'C'); }
+// PG_DIAG_SEVERITY_NONLOCALIZED: "WARNING" whatever the server's language.
+static inline char *navd_pq_severity(const PGresult *result) { return PQresultErrorField(result, 'V'); }

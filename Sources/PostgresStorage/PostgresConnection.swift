@@ -16,6 +16,8 @@ final class PostgresConnection {
     /// transaction raises the row's count first thing, so the count says, on any later
     /// connection, whether a transaction cut off in its `COMMIT` committed.
     private var lane = CommitLane.make()
+    /// Warnings heard while a `COMMIT` ran (`commit()`).
+    private let warnings = CommitWarnings()
 
     /// What the server (or libpq) said, and its SQLSTATE when there was one.
     struct Failure: Error, CustomStringConvertible {
@@ -51,6 +53,13 @@ final class PostgresConnection {
             throw Failure(message: message.isEmpty ? "cannot connect" : message)
         }
         handle = connection
+        // Kept across `PQreset`: notices are the connection's, not the socket's.
+        PQsetNoticeReceiver(handle, { context, result in
+            guard let context, let result else { return }
+            let warnings = Unmanaged<CommitWarnings>.fromOpaque(context).takeUnretainedValue()
+            guard warnings.isListening, let severity = navd_pq_severity(result), String(cString: severity) == "WARNING" else { return }
+            warnings.heard.append(String(cString: PQresultErrorMessage(result)))
+        }, Unmanaged.passUnretained(warnings).toOpaque())
         try configure()
     }
 
@@ -66,7 +75,13 @@ final class PostgresConnection {
         try execute("SET synchronous_commit TO on; SET lock_timeout TO '\(Self.lockTimeout)'; "
             + "SET idle_in_transaction_session_timeout TO '\(Self.idleInTransactionTimeout)'; "
             + "SET statement_timeout TO '\(Self.statementTimeout)'")
+        configured = true
     }
+
+    /// Whether `configure` succeeded since the connection was last opened: a connection that is
+    /// up but unconfigured (its settings failed) is configured again before any use.
+    private var configured = false
+
     /// How long a statement waits for a lock before it fails.
     static let lockTimeout = "2s"
     /// How long the server lets a transaction of navd's sit idle before ending it.
@@ -77,11 +92,14 @@ final class PostgresConnection {
     /// Reconnects when the server went away (a restart, a failover); prepared statements are
     /// per connection, so they are prepared again.
     func reconnectIfNeeded() throws(Failure) {
-        guard PQstatus(handle) != CONNECTION_OK else { return }
-        PQreset(handle)
-        statements.removeAll()
-        lane = CommitLane.make()
-        guard PQstatus(handle) == CONNECTION_OK else { throw Failure(message: String(cString: PQerrorMessage(handle))) }
+        if PQstatus(handle) == CONNECTION_OK, configured { return }
+        if PQstatus(handle) != CONNECTION_OK {
+            configured = false
+            PQreset(handle)
+            statements.removeAll()
+            lane = CommitLane.make()
+            guard PQstatus(handle) == CONNECTION_OK else { throw Failure(message: String(cString: PQerrorMessage(handle))) }
+        }
         try configure()
     }
 
@@ -167,7 +185,15 @@ final class PostgresConnection {
                     lane.noteRegistered(at: now)
                 }
                 // One round trip: the lane's row is raised, and locked until the transaction ends.
-                let count = try integer(ofSimpleQuery: "BEGIN; " + lane.raise)
+                var count = try optionalInteger(ofSimpleQuery: "BEGIN; " + lane.raise)
+                if count == nil {
+                    // The row is gone (a clock that jumped a day, a table emptied by hand): made
+                    // again, in a commit of its own, then raised.
+                    try execute("ROLLBACK; " + lane.register)
+                    lane.noteRegistered(at: now)
+                    count = try optionalInteger(ofSimpleQuery: "BEGIN; " + lane.raise)
+                }
+                guard let count else { throw Failure(message: "the connection's commit lane cannot be made") }
                 mark = CommitMark(lane: lane.id, count: count)
             case .untracked: try execute("BEGIN")
             case .snapshotReadOnly: try execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -191,8 +217,10 @@ final class PostgresConnection {
             return .done(value)
         }
         do throws(Failure) {
-            try execute("COMMIT")
+            try commit()
             return .done(value)
+        } catch where error.outcomeUnknown {
+            return .failed(error)
         } catch {
             guard let mark, !isConnected else { return .failed(error) }
             return .lostWhileCommitting(mark, value: value, error)
@@ -204,6 +232,10 @@ final class PostgresConnection {
         let lane: String
         let count: Int
     }
+
+    /// How long a lost commit waits for the database to be back, and for the transaction's lane.
+    private static let settleReconnection: Duration = .seconds(10)
+    private static let settleLockTimeout = "6s"
 
     private enum Settled {
         case committed
@@ -219,13 +251,23 @@ final class PostgresConnection {
     /// it holds across a crash and restart (which hands ids out again) and a failover (a
     /// standby promoted without the commit has not got it, and never will).
     private func settle(_ mark: CommitMark) -> Settled {
-        do throws(Failure) {
-            try reconnectIfNeeded()
-        } catch {
-            return .unknown("the database cannot be reached (\(error))")
+        // A server that crashed takes a moment to come back (recovery): asked again for a while.
+        let deadline = ContinuousClock.now + Self.settleReconnection
+        while true {
+            do throws(Failure) {
+                try reconnectIfNeeded()
+                break
+            } catch {
+                guard ContinuousClock.now < deadline else { return .unknown("the database cannot be reached (\(error))") }
+                usleep(250_000)
+            }
         }
         do throws(Failure) {
             var count: Int?
+            // Longer than the server keeps a transaction idle: one whose `COMMIT` never arrived
+            // is ended by then, and answers "not committed" rather than "unknown".
+            try execute("SET lock_timeout TO '\(Self.settleLockTimeout)'")
+            defer { try? execute("SET lock_timeout TO '\(Self.lockTimeout)'") }
             try run("SELECT commits FROM navd_commit_lanes WHERE lane = $1 FOR UPDATE", [.text(mark.lane)]) { count = $0.integer(0) }
             switch count {
             case mark.count: return .committed
@@ -237,13 +279,32 @@ final class PostgresConnection {
         }
     }
 
+    /// `COMMIT`, and what it said besides. A commit that ends with a warning did not go as navd
+    /// asked: a synchronous standby's confirmation it waited for was cancelled (by its
+    /// `statement_timeout`, or an administrator), and the server kept the commit without it. Not
+    /// durable as configured, not undone either: its outcome is unknown.
+    private func commit() throws(Failure) {
+        warnings.heard.removeAll()
+        warnings.isListening = true
+        defer { warnings.isListening = false }
+        var lost: Failure?
+        do throws(Failure) { try execute("COMMIT") } catch { lost = error }
+        // Warned, then cut off (an administrator's termination): the warning is what counts.
+        if let warning = warnings.heard.first {
+            throw Failure(message: "the commit ended with a warning: \(warning.split(whereSeparator: \.isNewline).first ?? "")",
+                          outcomeUnknown: true)
+        }
+        if let lost { throw lost }
+    }
+
     /// The integer in the first column of the last result of `sql`, a simple query (several
-    /// statements allowed, one round trip).
-    private func integer(ofSimpleQuery sql: String) throws(Failure) -> Int {
+    /// statements allowed, one round trip); nil when it returned no row.
+    private func optionalInteger(ofSimpleQuery sql: String) throws(Failure) -> Int? {
         let result = PQexec(handle, sql)
         defer { PQclear(result) }
         try check(result)
-        guard let result, PQntuples(result) == 1, let text = PQgetvalue(result, 0, 0), let value = Int(String(cString: text)) else {
+        guard let result, PQntuples(result) > 0 else { return nil }
+        guard PQntuples(result) == 1, let text = PQgetvalue(result, 0, 0), let value = Int(String(cString: text)) else {
             throw Failure(message: "expected one integer from \(sql)")
         }
         return value
@@ -381,4 +442,11 @@ struct PostgresRow {
         guard raw.count == 8 else { return 0 }
         return Double(bitPattern: raw.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
     }
+}
+
+/// What a connection's notice receiver heard while listening; used on the connection's thread
+/// only, inside libpq's calls.
+private final class CommitWarnings {
+    var isListening = false
+    var heard: [String] = []
 }

@@ -390,13 +390,13 @@ struct PostgresOwnershipTests {
     /// A commit cut off while the server is still committing it (a flush that takes long, a
     /// synchronous standby that does not answer) is not guessed at: its lane stays locked, and
     /// once the lock wait gives up (`lockTimeout`) the outcome is unknown, in seconds, not for
-    /// as long as the commit takes. Here a deferred trigger holds the commit for 20 s.
+    /// as long as the commit takes. Here a deferred trigger holds the commit for 30 s.
     @Test func aLostCommitStillInProgressIsOfUnknownOutcome() async throws {
         let url = try await Self.freshDatabase()
         _ = try await query(url, PostgresSchema.create)
         _ = try await query(url, """
             CREATE TABLE slow (n int);
-            CREATE FUNCTION sleep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(20); RETURN NULL; END $$;
+            CREATE FUNCTION sleep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(30); RETURN NULL; END $$;
             CREATE CONSTRAINT TRIGGER sleep AFTER INSERT ON slow DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION sleep();
             """)
         let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
@@ -417,7 +417,84 @@ struct PostgresOwnershipTests {
         }
         #expect(proxy.cutCount == 1, "the commit was cut off")
         #expect(outcome == "unknown")
-        #expect(ContinuousClock.now - started < .seconds(10), "without waiting for the slow commit")
+        #expect(ContinuousClock.now - started < .seconds(15), "without waiting for the slow commit")
+    }
+
+    /// A commit still finishing when the new connection asks is waited for: committed, it is
+    /// reported as written; failed at the last moment (a deferred check), it is run once more.
+    /// Here a deferred trigger holds the commit half a second, then lets it through or fails it
+    /// the first time.
+    @Test(arguments: [false, true])
+    func aLostCommitStillFinishingIsWaitedFor(failsTheFirstTime: Bool) async throws {
+        let url = try await Self.freshDatabase()
+        _ = try await query(url, PostgresSchema.create)
+        _ = try await query(url, """
+            CREATE TABLE late (n int); CREATE SEQUENCE calls;
+            CREATE FUNCTION late() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                PERFORM pg_sleep(0.5);
+                IF \(failsTheFirstTime) AND nextval('calls') = 1 THEN RAISE EXCEPTION 'refused at commit'; END IF;
+                RETURN NULL; END $$;
+            CREATE CONSTRAINT TRIGGER late AFTER INSERT ON late DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION late();
+            """)
+        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
+        defer { proxy.stop() }
+        let proxied = proxy.url(database: String(url.split(separator: "/").last ?? ""))
+        proxy.arm(.afterTheServer)
+        let runs = try await offThePool { () throws -> Int in
+            let connection = try PostgresConnection(url: proxied)
+            var runs = 0
+            try connection.transaction { () throws(PostgresConnection.Failure) in
+                runs += 1
+                try connection.execute("INSERT INTO late VALUES (\(runs))")
+            }
+            return runs
+        }
+        #expect(proxy.cutCount == 1, "the commit was cut off")
+        #expect(runs == (failsTheFirstTime ? 2 : 1))
+        #expect(try await query(url, "SELECT string_agg(n::text, ',') FROM late") == [failsTheFirstTime ? "2" : "1"], "stored once")
+    }
+
+    /// With a synchronous standby, a commit waits for its confirmation. When that wait is
+    /// cancelled (here by an administrator), the server keeps the commit without the standby's
+    /// copy and says so only in a warning: not the durability the server was set up for, nor a
+    /// rollback. Its outcome is unknown, not "committed".
+    @Test func aCommitWhoseStandbyWaitWasCancelledIsOfUnknownOutcome() async throws {
+        let server = try await offThePool { try PostgresServer.ownServer() }
+        defer { server.stop() }
+        let url = server.url(database: "postgres")
+        _ = try server.query(PostgresSchema.create, database: "postgres")
+        _ = try server.query("CREATE TABLE unconfirmed (n int)", database: "postgres")
+        let connection = try await offThePool { () throws -> LostConnection in
+            let connection = try PostgresConnection(url: url)
+            // Its lane is made before the standby is waited for.
+            try connection.transaction { () throws(PostgresConnection.Failure) in try connection.execute("SELECT 1") }
+            return LostConnection(connection: connection)
+        }
+        _ = try server.query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'", database: "postgres")
+        _ = try server.query("SELECT pg_reload_conf()", database: "postgres")
+        async let outcome = offThePool { () throws -> String in
+            let connection = connection.connection
+            while (try? connection.integer("SELECT (current_setting('synchronous_standby_names') = 'nobody')::int::bigint")) != 1 {
+                usleep(20_000)
+            }
+            do throws(PostgresConnection.Failure) {
+                try connection.transaction { () throws(PostgresConnection.Failure) in
+                    try connection.execute("INSERT INTO unconfirmed VALUES (1)")
+                }
+                return "committed"
+            } catch {
+                return error.outcomeUnknown ? "unknown" : "failed: \(error)"
+            }
+        }
+        var cancelled = ["0"]
+        for _ in 0..<200 where cancelled == ["0"] {
+            try await Task.sleep(for: .milliseconds(25))
+            cancelled = try server.query("SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
+                                         database: "postgres")
+        }
+        #expect(cancelled == ["1"], "the commit waited for the standby")
+        #expect(try await outcome == "unknown")
+        #expect(try server.query("SELECT count(*) FROM unconfirmed", database: "postgres") == ["1"], "kept on the primary alone")
     }
 
     /// A server that crashed while a transaction committed hands out transaction ids again from
@@ -583,6 +660,12 @@ final class Announcements: Sendable {
     private let heard = Mutex<[String]>([])
     var all: [String] { heard.withLock { $0 } }
     func append(_ announcement: String) { heard.withLock { $0.append(announcement) } }
+}
+
+/// A connection handed between threads by a test, never used by two at once.
+private final class LostConnection: @unchecked Sendable {
+    let connection: PostgresConnection
+    init(connection: PostgresConnection) { self.connection = connection }
 }
 
 /// A connection left inside a transaction, as a node stopped between two statements leaves it;
