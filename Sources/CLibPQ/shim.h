@@ -5,3 +5,5 @@
 static inline char *navd_pq_sqlstate(const PGresult *result) { return PQresultErrorField(result, 'C'); }
 // PG_DIAG_SEVERITY_NONLOCALIZED: "WARNING" whatever the server's language.
 static inline char *navd_pq_severity(const PGresult *result) { return PQresultErrorField(result, 'V'); }
+// PG_DIAG_SOURCE_FUNCTION: the server function that raised the message (not translated).
+static inline char *navd_pq_source_function(const PGresult *result) { return PQresultErrorField(result, 'R'); }

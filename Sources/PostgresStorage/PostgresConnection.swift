@@ -57,7 +57,10 @@ final class PostgresConnection {
         PQsetNoticeReceiver(handle, { context, result in
             guard let context, let result else { return }
             let warnings = Unmanaged<CommitWarnings>.fromOpaque(context).takeUnretainedValue()
-            guard warnings.isListening, let severity = navd_pq_severity(result), String(cString: severity) == "WARNING" else { return }
+            // Only the warning that a synchronous standby's wait was given up: other warnings a
+            // commit may bring (a notification queue filling up) say nothing of the commit.
+            guard warnings.isListening, let severity = navd_pq_severity(result), String(cString: severity) == "WARNING",
+                  let function = navd_pq_source_function(result), String(cString: function) == "SyncRepWaitForLSN" else { return }
             warnings.heard.append(String(cString: PQresultErrorMessage(result)))
         }, Unmanaged.passUnretained(warnings).toOpaque())
         try configure()
@@ -153,7 +156,8 @@ final class PostgresConnection {
             case .done(let value):
                 return value
             case .failed(let failure):
-                guard attempt == 1, !isConnected else { throw failure }
+                // Not one that may have committed: run again, it could be stored twice.
+                guard attempt == 1, !isConnected, !failure.outcomeUnknown else { throw failure }
                 try reconnectIfNeeded()
             case .lostWhileCommitting(let mark, let value, let failure):
                 switch settle(mark) {
@@ -267,7 +271,10 @@ final class PostgresConnection {
             // Longer than the server keeps a transaction idle: one whose `COMMIT` never arrived
             // is ended by then, and answers "not committed" rather than "unknown".
             try execute("SET lock_timeout TO '\(Self.settleLockTimeout)'")
-            defer { try? execute("SET lock_timeout TO '\(Self.lockTimeout)'") }
+            defer {
+                // Not restored, the connection is set up again before its next use.
+                do throws(Failure) { try execute("SET lock_timeout TO '\(Self.lockTimeout)'") } catch { configured = false }
+            }
             try run("SELECT commits FROM navd_commit_lanes WHERE lane = $1 FOR UPDATE", [.text(mark.lane)]) { count = $0.integer(0) }
             switch count {
             case mark.count: return .committed
@@ -279,10 +286,10 @@ final class PostgresConnection {
         }
     }
 
-    /// `COMMIT`, and what it said besides. A commit that ends with a warning did not go as navd
-    /// asked: a synchronous standby's confirmation it waited for was cancelled (by its
-    /// `statement_timeout`, or an administrator), and the server kept the commit without it. Not
-    /// durable as configured, not undone either: its outcome is unknown.
+    /// `COMMIT`, and what it said besides. A commit whose wait for a synchronous standby's
+    /// confirmation was given up (cancelled or terminated by an administrator, a fast shutdown)
+    /// did not go as navd asked: the server kept it without the standby's copy, and says so
+    /// only in a warning. Not durable as configured, not undone either: its outcome is unknown.
     private func commit() throws(Failure) {
         warnings.heard.removeAll()
         warnings.isListening = true
