@@ -238,7 +238,7 @@ final class PostgresConnection {
     }
 
     /// How long a lost commit waits for the database to be back, and for the transaction's lane.
-    private static let settleReconnection: Duration = .seconds(10)
+    private static let settleReconnection: Duration = .seconds(5)
     private static let settleLockTimeout = "6s"
 
     private enum Settled {
