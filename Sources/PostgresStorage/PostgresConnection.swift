@@ -61,7 +61,7 @@ final class PostgresConnection {
             // commit may bring (a notification queue filling up) say nothing of the commit.
             guard warnings.isListening, let severity = navd_pq_severity(result), String(cString: severity) == "WARNING",
                   let function = navd_pq_source_function(result), String(cString: function) == "SyncRepWaitForLSN" else { return }
-            warnings.heard.append(String(cString: PQresultErrorMessage(result)))
+            if warnings.heard == nil { warnings.heard = String(cString: PQresultErrorMessage(result)) }
         }, Unmanaged.passUnretained(warnings).toOpaque())
         try configure()
     }
@@ -184,17 +184,14 @@ final class PostgresConnection {
             switch begin {
             case .readWrite:
                 let now = ContinuousClock.now
-                if lane.needsRegistering(at: now) {
-                    try execute(lane.register)
-                    lane.noteRegistered(at: now)
-                }
+                if lane.needsRegistering(at: now) { try registerLane(at: now) }
                 // One round trip: the lane's row is raised, and locked until the transaction ends.
                 var count = try optionalInteger(ofSimpleQuery: "BEGIN; " + lane.raise)
                 if count == nil {
                     // The row is gone (a clock that jumped a day, a table emptied by hand): made
                     // again, in a commit of its own, then raised.
-                    try execute("ROLLBACK; " + lane.register)
-                    lane.noteRegistered(at: now)
+                    try execute("ROLLBACK")
+                    try registerLane(at: now)
                     count = try optionalInteger(ofSimpleQuery: "BEGIN; " + lane.raise)
                 }
                 guard let count else { throw Failure(message: "the connection's commit lane cannot be made") }
@@ -231,6 +228,12 @@ final class PostgresConnection {
         }
     }
 
+    /// Makes sure of the lane's row, in a commit of its own.
+    private func registerLane(at now: ContinuousClock.Instant) throws(Failure) {
+        try execute(lane.register)
+        lane.noteRegistered(at: now)
+    }
+
     /// What a tracked transaction set its lane's count to.
     private struct CommitMark {
         let lane: String
@@ -250,7 +253,7 @@ final class PostgresConnection {
     /// What became of the transaction that set `mark`, asked on a new connection: the lane's
     /// count is the one it set if, and only if, it committed, since nothing else writes that
     /// row. Locking the row waits for the transaction if its server process is still finishing
-    /// it (a slow flush, a synchronous standby), for `lockTimeout` at most; still unfinished
+    /// it (a slow flush, a synchronous standby), for `settleLockTimeout` at most; still unfinished
     /// then, the outcome is unknown. This asks the data, not the server's transaction ids, so
     /// it holds across a crash and restart (which hands ids out again) and a failover (a
     /// standby promoted without the commit has not got it, and never will).
@@ -291,13 +294,13 @@ final class PostgresConnection {
     /// did not go as navd asked: the server kept it without the standby's copy, and says so
     /// only in a warning. Not durable as configured, not undone either: its outcome is unknown.
     private func commit() throws(Failure) {
-        warnings.heard.removeAll()
+        warnings.heard = nil
         warnings.isListening = true
         defer { warnings.isListening = false }
         var lost: Failure?
         do throws(Failure) { try execute("COMMIT") } catch { lost = error }
         // Warned, then cut off (an administrator's termination): the warning is what counts.
-        if let warning = warnings.heard.first {
+        if let warning = warnings.heard {
             throw Failure(message: "the commit ended with a warning: \(warning.split(whereSeparator: \.isNewline).first ?? "")",
                           outcomeUnknown: true)
         }
@@ -451,9 +454,9 @@ struct PostgresRow {
     }
 }
 
-/// What a connection's notice receiver heard while listening; used on the connection's thread
-/// only, inside libpq's calls.
+/// The first warning a connection's notice receiver heard while listening; used on the
+/// connection's thread only, inside libpq's calls.
 private final class CommitWarnings {
     var isListening = false
-    var heard: [String] = []
+    var heard: String?
 }
