@@ -12,9 +12,14 @@ struct NoFacts: FactClient {
 
 let catalog = FeatureSet.catalog(FeatureDependencies(factClient: NoFacts(), connectDelay: .zero, alertDismissDelay: .zero))
 
+/// Far from every bound even for the longest path measured: navd's defaults would refuse a path
+/// of 10,000 elements, and a session within half of a bound keeps a copy of its whole state before
+/// each transaction (`SessionLimits`), which is what this measures the absence of.
+let limits = SessionLimits(maxPathLength: 100_000, maxNodes: 100_000, maxStateBytes: 256 << 20)
+
 func appSession(depth: Int, element: String) throws -> NavigationSession {
     let path = JSON.array(Array(repeating: JSON.object(JSONObject([(element, .object(JSONObject()))])), count: depth))
-    return try catalog.makeSession(feature: "app", state: .object(JSONObject([("path", path)])))
+    return try catalog.makeSession(feature: "app", state: .object(JSONObject([("path", path)])), limits: limits)
 }
 
 func topElement(of session: NavigationSession) async -> String {
