@@ -68,6 +68,9 @@ swift test --package-path Examples/TodoServer --disable-xctest -Xswiftc -warning
 swift build -c release --product navd -Xswiftc -warnings-as-errors
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" \
   swift test --skip-build --disable-xctest -Xswiftc -warnings-as-errors --filter ProcessTests 2>&1 | tee -a "$log"
+# The transaction-cost benchmark, a short run: it must keep running as the engine changes.
+swift build -c release --product navd-bench -Xswiftc -warnings-as-errors
+"$(swift build -c release --show-bin-path)/navd-bench" --quick
 # The JavaScript client on recorded event sequences, then the inspector page in a real browser.
 node --test Tests/JavaScript/ 2>&1 | tee -a "$log"
 python3 scripts/browser-test.py .build/debug/navd

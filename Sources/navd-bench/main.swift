@@ -4,7 +4,8 @@ import NavigationCore
 
 /// Measures what one transaction costs, so it can be compared across the size of the state it
 /// does not touch: incrementing a counter on top of a deep stack, and pushing onto a long path.
-/// Run it in release: `swift run -c release navd-bench`.
+/// Run it in release: `swift run -c release navd-bench`. `--quick` runs every case a hundredth as
+/// long, once: what the test suite does, so the benchmark keeps working as the engine changes.
 
 struct NoFacts: FactClient {
     func fact(about number: Int) async throws(FactError) -> String { "\(number)" }
@@ -27,8 +28,11 @@ func topElement(of session: NavigationSession) async -> String {
     return tree["stacks"]?[0]?["elements"]?.arrayValue?.last?["id"]?.stringValue ?? "root"
 }
 
+let quick = CommandLine.arguments.dropFirst().contains("--quick")
+
 /// Median of `rounds` runs of `iterations` operations, in microseconds per operation.
-func measure(rounds: Int = 5, iterations: Int, _ operation: () async throws -> Duration) async rethrows -> Double {
+func measure(rounds: Int = quick ? 1 : 5, iterations: Int, _ operation: () async throws -> Duration) async rethrows -> Double {
+    let iterations = quick ? max(1, iterations / 100) : iterations
     var perOperation: [Double] = []
     for _ in 0..<max(1, iterations / 10) { _ = try await operation() }  // warm up
     for _ in 0..<rounds {
@@ -40,7 +44,7 @@ func measure(rounds: Int = 5, iterations: Int, _ operation: () async throws -> D
 }
 
 let clock = ContinuousClock()
-print("transaction cost, median of 5 rounds (µs per transaction)")
+print(quick ? "transaction cost, one short round (--quick: not a measurement)" : "transaction cost, median of 5 rounds (µs per transaction)")
 print("increment the counter on top of an app stack")
 var baseline: Double?
 for depth in [1, 10, 100, 1000] {
