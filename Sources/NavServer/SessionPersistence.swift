@@ -145,7 +145,9 @@ final class SessionPersistence: Sendable {
         case .success:
             failing.store(false, ordering: .relaxed)
             return true
-        case .failure(let error) where error.isFencedOff:
+        case .failure(let error) where !error.isStoreFault:
+            // A session's write refused (taken over, gone, or behind a failed write of its
+            // own): the store itself answered, or was not asked.
             return false
         case .failure:
             failing.store(true, ordering: .relaxed)

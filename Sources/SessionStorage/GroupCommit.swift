@@ -38,7 +38,7 @@ public final class GroupCommit: Sendable {
         /// Completes it unwritten when what it depends on failed; false then.
         func admitted() -> Bool {
             guard admissible() else {
-                completion(.failure(.unavailable("an earlier write of this session failed")))
+                completion(.failure(.notAttempted("an earlier write of this session failed")))
                 return false
             }
             return true

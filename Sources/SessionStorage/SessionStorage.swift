@@ -292,13 +292,26 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case deleted(String)
     /// …or expired by a node's sweep.
     case expired(String)
+    /// Not sent to the store: it depended on an earlier write that failed, or on a session copy
+    /// that may no longer write (`admissible` said no). Nothing was written, and it says
+    /// nothing of the store's health.
+    case notAttempted(String)
 
     /// Whether the write was refused for its session alone (taken over or gone), not for a
     /// fault of the store.
     public var isFencedOff: Bool {
         switch self {
         case .fenced, .deleted, .expired: true
-        case .cannotOpen, .unavailable, .outcomeUnknown: false
+        case .cannotOpen, .unavailable, .outcomeUnknown, .notAttempted: false
+        }
+    }
+
+    /// Whether it shows the store failing (a full disk, a lost database), as opposed to a
+    /// refusal of one session's write.
+    public var isStoreFault: Bool {
+        switch self {
+        case .cannotOpen, .unavailable, .outcomeUnknown: true
+        case .fenced, .deleted, .expired, .notAttempted: false
         }
     }
 
@@ -310,6 +323,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .fenced(let id): "another node owns session \(id) now"
         case .deleted(let id): "session \(id) was deleted"
         case .expired(let id): "session \(id) expired"
+        case .notAttempted(let reason): "not sent to the session store: \(reason)"
         }
     }
 }

@@ -119,6 +119,11 @@ struct StoreContract {
             func finish(_ name: String) -> @Sendable (Result<Void, StorageError>) -> Void {
                 { result in
                     if name == "bad", case .failure = result { failed.store(true, ordering: .relaxed) }
+                    // Refused before the store was asked, which says nothing of the store's health.
+                    if name == "dependent", case .failure(let error) = result {
+                        #expect(error == .notAttempted("an earlier write of this session failed"))
+                        #expect(!error.isStoreFault)
+                    }
                     results.withLock { $0[name] = (try? result.get()) != nil }
                     done.signal()
                 }
