@@ -13,6 +13,23 @@ import Testing
         #expect(await low.state()["count"] == .int(.min))
     }
 
+    /// The gallery numbers its items past those in its state: its count is not state, so a model
+    /// made from state (a deep link, a restart) started it again, and a tap made the very item
+    /// on screen, which presented nothing (200, no events).
+    @Test func aGalleryMadeFromStateMakesItemsPastThoseItShows() async throws {
+        let gallery = try await Harness("gallery", state: json(#"{"sheetItem":{"id":"item1","title":"Item 1"},"destination":{"alert":{"id":"item7","title":"Item 7"}}}"#))
+        let tap = try await gallery.session.perform(target: "root", action: "itemButtonTapped", arguments: ["style": "sheet"])
+        #expect(!tap.events.isEmpty, "a new item is a new presentation")
+        #expect(await gallery.state()["sheetItem"]?["id"] == "item8")
+        _ = try await gallery.session.perform(target: "root", action: "destinationButtonTapped", arguments: ["style": "confirmationDialog"])
+        #expect(await gallery.state()["destination"]?["confirmationDialog"]?["id"] == "item9")
+        // Numbers that have run out make no item, rather than trapping or repeating the last.
+        let full = try await Harness("gallery", state: json(#"{"popoverItem":{"id":"item9223372036854775807","title":"last"}}"#))
+        let refused = try await full.session.perform(target: "root", action: "itemButtonTapped", arguments: ["style": "sheet"])
+        #expect(refused.events.isEmpty)
+        #expect(await full.state()["sheetItem"] == .null)
+    }
+
     @Test func waitingForAnEffectIsBoundedByItsTimeout() async throws {
         let gallery = try await Harness("gallery", dependencies: Harness.dependencies(delay: .seconds(60)))
         let started = ContinuousClock.now

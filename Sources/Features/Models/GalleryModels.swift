@@ -73,14 +73,15 @@ public final class GalleryModel {
     }
 
     public func itemButtonTapped(_ style: GalleryStyle) {
-        items[style] = makeItem()
+        guard let item = makeItem() else { return }
+        items[style] = item
     }
 
     public func destinationButtonTapped(_ style: GalleryStyle) {
         let counter = CounterModel(factClient: dependencies.factClient)
         switch style {
-        case .alert: destination = .alert(makeItem())
-        case .confirmationDialog: destination = .confirmationDialog(makeItem())
+        case .alert: if let item = makeItem() { destination = .alert(item) }
+        case .confirmationDialog: if let item = makeItem() { destination = .confirmationDialog(item) }
         case .sheet: destination = .sheet(counter)
         case .popover: destination = .popover(counter)
         case .fullScreenCover: destination = .fullScreenCover(counter)
@@ -90,8 +91,9 @@ public final class GalleryModel {
 
     /// Two independent optionals, presented at once.
     public func sheetAndPopoverButtonTapped() {
-        items[.sheet] = makeItem()
-        items[.popover] = makeItem()
+        guard let sheet = makeItem(), let popover = makeItem() else { return }
+        items[.sheet] = sheet
+        items[.popover] = popover
     }
 
     public func nestedButtonTapped() {
@@ -133,9 +135,28 @@ public final class GalleryModel {
         if timedAlert == alert { timedAlert = nil }
     }
 
-    private func makeItem() -> GalleryItem {
+    /// A new item, numbered past every item in the state: the count itself is not state, so a
+    /// model made from state (a restart, a deep link) starts it again, and an item equal to one
+    /// on screen would present nothing new. Nil once the numbers run out (a deep link's
+    /// `item9223372036854775807`): the tap then does nothing.
+    private func makeItem() -> GalleryItem? {
+        itemsMade = max(itemsMade, highestItemNumber)
+        guard itemsMade < .max else { return nil }
         itemsMade += 1
         return GalleryItem(id: "item\(itemsMade)", title: "Item \(itemsMade)")
+    }
+
+    /// The highest `n` of the items in state whose id is `item<n>`; 0 without any.
+    private var highestItemNumber: Int {
+        var shown = Array(items.values)
+        switch destination {
+        case .alert(let item)?, .confirmationDialog(let item)?: shown.append(item)
+        default: break
+        }
+        return shown.reduce(0) { highest, item in
+            guard item.id.hasPrefix("item"), let number = Int(item.id.dropFirst(4)) else { return highest }
+            return max(highest, number)
+        }
     }
 }
 
