@@ -8,8 +8,3 @@ extension Screen where Subject == Presence {
     /// A plain screen shown while a Bool is true.
     static var page: Screen<Presence> { Screen("page", make: { Presence() }) }
 }
-
-extension AlertButton {
-    static var ok: AlertButton { AlertButton("OK", role: .cancel) }
-    static var cancel: AlertButton { AlertButton("Cancel", role: .cancel) }
-}

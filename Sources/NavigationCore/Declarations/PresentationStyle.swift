@@ -80,3 +80,10 @@ public struct AlertButton: Sendable, Equatable {
         .object(JSONObject([("id", .string(id)), ("label", .string(label)), ("role", role.map { .string($0.rawValue) } ?? .null)]))
     }
 }
+
+extension AlertButton {
+    /// "OK", which only dismisses: the one button of an alert that informs.
+    public static var ok: AlertButton { AlertButton("OK", role: .cancel) }
+    /// "Cancel", which only dismisses: the way out of a confirmation.
+    public static var cancel: AlertButton { AlertButton("Cancel", role: .cancel) }
+}

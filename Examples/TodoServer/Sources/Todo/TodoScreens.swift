@@ -51,7 +51,7 @@ extension Screen where Subject == TodoDetailModel {
                                          screen: dialog) { model in
                 AlertContent(title: "Delete \"\(model.item.title)\"?", buttons: [
                     AlertButton("Delete", role: .destructive, action: confirmDelete),
-                    AlertButton("Cancel", role: .cancel),
+                    .cancel,
                 ])
             }
             Action.sync("deleteButtonTapped") { $0.deleteButtonTapped() }
