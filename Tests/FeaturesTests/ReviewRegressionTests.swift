@@ -30,6 +30,36 @@ import Testing
         #expect(await full.state()["sheetItem"] == .null)
     }
 
+    /// A wait's answer lists every event since its request began, from the event buffer; when
+    /// other requests pushed some of them out, the effect's events are said to be elsewhere
+    /// (`effectsPending`), not silently left out of an answer that looks complete.
+    @Test func aWaitWhoseEventsTheBufferNoLongerHoldsSaysSo() async throws {
+        struct SlowFacts: FactClient {
+            func fact(about number: Int) async throws(FactError) -> String {
+                try? await Task.sleep(for: .milliseconds(300))
+                return "\(number) is slow."
+            }
+        }
+        let catalog = FeatureSet.catalog(Harness.dependencies(facts: SlowFacts()))
+        for eventBuffer in [2, 64] {
+            let session = try catalog.makeSession(feature: "app", state: json(#"{"path":[{"counter":{}},{"counter":{}}]}"#),
+                                                  limits: SessionLimits(eventBufferCount: eventBuffer))
+            let elements = try #require(await session.navigation()["stacks"]?[0]?["elements"]?.arrayValue?.compactMap { $0["id"]?.stringValue })
+            let fetch = try await session.perform(target: elements[0], action: "factButtonTapped", arguments: nil)
+            for _ in 0..<5 { _ = try await session.perform(target: elements[1], action: "incrementButtonTapped", arguments: nil) }
+            let answer = await session.waitForEffects(of: fetch, timeout: .seconds(10))
+            if eventBuffer == 2 {
+                #expect(answer.effectsPending, "the fact's events are on the stream, not in the answer")
+                #expect(answer.events.map(\.sequence) == fetch.events.map(\.sequence))
+            } else {
+                #expect(!answer.effectsPending)
+                // Its own, the five increments', and the fact's: presented, spinner down.
+                #expect(answer.events.map(\.sequence) == Array(1...(fetch.events.count + 5 + 2)))
+                #expect(answer.events.contains { $0.kind == .present })
+            }
+        }
+    }
+
     @Test func waitingForAnEffectIsBoundedByItsTimeout() async throws {
         let gallery = try await Harness("gallery", dependencies: Harness.dependencies(delay: .seconds(60)))
         let started = ContinuousClock.now

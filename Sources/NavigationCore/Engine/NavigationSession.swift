@@ -141,8 +141,9 @@ public actor NavigationSession {
         let through: Int
         /// The session's rollbacks when it was made: one since means it was undone.
         var rollbacks = 0
-        /// After a wait for its effects (`waitForEffects`): whether one was still running when
-        /// the wait ran out, so the events are not all it will cause.
+        /// After a wait for its effects (`waitForEffects`): whether the events are not all it
+        /// caused, because one was still running when the wait ran out, or because the event
+        /// buffer no longer held those it had caused.
         public var effectsPending = false
 
         /// This request's outcome and the one of `later`, made right after it in the same turn
@@ -364,7 +365,9 @@ public actor NavigationSession {
     }
 
     /// Waits (at most `timeout`) for the effects a request started, then returns every event
-    /// since the request began, its own included.
+    /// since the request began, its own included. When the event buffer no longer holds them
+    /// all (a busy session, a small `eventBufferCount`), it returns the request's own and says
+    /// the rest are not in the answer (`effectsPending`), rather than passing them over.
     public func waitForEffects(of outcome: Outcome, timeout: Duration) async -> Outcome {
         if let id = outcome.effect, unfinishedEffects.contains(id) {
             let wakeup = Wakeup()
@@ -383,8 +386,11 @@ public actor NavigationSession {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             whenDurable(through: through) { _ in done.resume() }
         }
-        let events = log.events(after: outcome.sequenceBefore, lastIssued: min(through, durability?.durableSequence ?? through)) ?? outcome.events
-        let pending = outcome.effect.map { unfinishedEffects.contains($0) } ?? false
+        let lastDurable = min(through, durability?.durableSequence ?? through)
+        let logged = log.events(after: outcome.sequenceBefore, lastIssued: lastDurable)
+        let running = outcome.effect.map { unfinishedEffects.contains($0) } ?? false
+        let pending = running || (logged == nil && lastDurable > outcome.through)
+        let events = logged ?? outcome.events
         return Outcome(version: version, events: events, effect: nil, sequenceBefore: outcome.sequenceBefore, through: through,
                        rollbacks: rollbacks, effectsPending: pending)
     }
