@@ -102,6 +102,11 @@ extension Action where Subject: AnyObject {
     /// An action that starts asynchronous work (a fetch, a delay). Its synchronous part runs in the
     /// action's own transaction; what it changes later is reconciled as it happens, and the session
     /// knows when it has finished.
+    ///
+    /// The work is cancelled only when the session ends, is suspended (a shutdown, another node
+    /// taking it over) or rolls back a failed write, never because its model was dismissed or
+    /// popped: a model whose work must not outlive its screen checks, when the work resumes,
+    /// whether it is still where it was (navd's wifi join does nothing once its sheet is gone).
     public static func task(_ name: String, _ body: @escaping @Sendable (Subject) async -> Void) -> Action {
         Action(name: name, parameters: []) { subject, _ throws(StateError) in
             let model = subject
