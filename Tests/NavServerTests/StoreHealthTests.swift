@@ -11,6 +11,9 @@ import Testing
 private final class FencedOnceStore: SessionStorage {
     let inner: SQLiteSessionStore
     private let fenced = Atomic<Bool>(false)
+    /// Set once the writer has taken the first write into a commit: a write submitted after
+    /// that goes into a later commit, asked about only once the first is answered.
+    let firstTaken = Atomic<Bool>(false)
 
     init(_ inner: SQLiteSessionStore) { self.inner = inner }
 
@@ -21,7 +24,10 @@ private final class FencedOnceStore: SessionStorage {
     func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
                 completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
         let fenceThis = !fenced.exchange(true, ordering: .relaxed)
-        inner.commit(writes, admissible: admissible) { result in
+        inner.commit(writes, admissible: { [self] in
+            defer { if fenceThis { firstTaken.store(true, ordering: .releasing) } }
+            return admissible()
+        }) { result in
             completion(fenceThis ? .failure(.fenced("a")) : result)
         }
     }
@@ -45,6 +51,7 @@ private final class FencedOnceStore: SessionStorage {
             let answered = Atomic<Int>(0)
             for version in 1...2 {
                 // Both of one generation: the second is a patch on the first, so it is refused unsent.
+                if version == 2 { while !store.firstTaken.load(ordering: .acquiring) { usleep(1_000) } }
                 journal.write([entry(version)], generation: 1) { written in
                     outcomes.withLock { $0[version] = written }
                     if answered.add(1, ordering: .relaxed).newValue == 2 { done.resume() }
