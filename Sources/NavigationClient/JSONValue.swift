@@ -47,4 +47,6 @@ public enum JSONValue: Sendable, Hashable, Codable {
     public var stringValue: String? { if case .string(let value) = self { value } else { nil } }
     /// The number, if it is a whole one.
     public var intValue: Int? { if case .number(let value) = self, let int = Int(exactly: value) { int } else { nil } }
+    /// The Boolean, if it is one.
+    public var boolValue: Bool? { if case .bool(let value) = self { value } else { nil } }
 }

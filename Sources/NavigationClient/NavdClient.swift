@@ -10,6 +10,9 @@ public struct MutationResult: Sendable, Hashable {
     /// The events the request caused, in order, with their event ids.
     public var events: [(id: Int, event: NavigationEvent)] { _events.map { ($0.id, $0.event) } }
     let _events: [Envelope]
+    /// With `wait`: the events are not all the request's effects caused (the wait ran out, or
+    /// navd's event buffer no longer held them); the rest come on the event stream.
+    public var effectsPending = false
 
     struct Envelope: Sendable, Hashable { var id: Int; var event: NavigationEvent }
 }
@@ -109,7 +112,8 @@ public struct SessionClient: Sendable {
     }
 
     /// `POST …/actions`: runs `action` on the feature instance `target` with `args`; with `wait`,
-    /// the answer also holds the events of the effects it started.
+    /// the answer also holds the events of the effects it started (every event since the
+    /// request began; `effectsPending` when some are not in it).
     public func perform(_ action: String, target: String = "root", args: [String: JSONValue]? = nil,
                         ifMatch: Int? = nil, wait: Bool = false) async throws(NavdError) -> MutationResult {
         var body: [String: JSONValue] = ["target": .string(target), "action": .string(action)]
@@ -118,33 +122,40 @@ public struct SessionClient: Sendable {
     }
 
     /// `PUT …/features/{feature}/bindings/{name}`: sets a bindable field as the user typed it.
-    public func bind(_ feature: String, _ name: String, to value: JSONValue, ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
-        try await mutate("PUT", "/features/\(feature)/bindings/\(name)", body: value, ifMatch: ifMatch)
+    /// `wait` as for `perform`, for whatever work the model's code starts on the change.
+    public func bind(_ feature: String, _ name: String, to value: JSONValue, ifMatch: Int? = nil,
+                     wait: Bool = false) async throws(NavdError) -> MutationResult {
+        try await mutate("PUT", "/features/\(feature)/bindings/\(name)", body: value, ifMatch: ifMatch, wait: wait)
     }
 
-    /// The user dismissed `presentation`; with `button`, that alert button's action goes first.
-    public func dismiss(_ presentation: String, button: String? = nil, ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
+    /// The user dismissed `presentation`; with `button`, that alert button's action goes first
+    /// (with `wait`, the answer also holds the events of the work that action started).
+    public func dismiss(_ presentation: String, button: String? = nil, ifMatch: Int? = nil,
+                        wait: Bool = false) async throws(NavdError) -> MutationResult {
         try await mutate("POST", "/presentations/\(presentation)/dismiss",
-                         body: button.map { .object(["button": .string($0)]) }, ifMatch: ifMatch)
+                         body: button.map { .object(["button": .string($0)]) }, ifMatch: ifMatch, wait: wait)
     }
 
-    /// `POST …/stacks/{stack}/pop`: the user went back.
-    public func pop(_ stack: String, _ how: Pop = .count(1), ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
+    /// `POST …/stacks/{stack}/pop`: the user went back. `wait` as for `perform`.
+    public func pop(_ stack: String, _ how: Pop = .count(1), ifMatch: Int? = nil,
+                    wait: Bool = false) async throws(NavdError) -> MutationResult {
         let body: JSONValue = switch how {
         case .count(let count): .object(["count": .number(Double(count))])
         case .to(let element): .object(["to": .string(element)])
         }
-        return try await mutate("POST", "/stacks/\(stack)/pop", body: body, ifMatch: ifMatch)
+        return try await mutate("POST", "/stacks/\(stack)/pop", body: body, ifMatch: ifMatch, wait: wait)
     }
 
-    /// `POST …/features/{feature}/push`: pushes a path value onto the nearest stack enclosing `feature` that accepts it.
-    public func push(_ value: JSONValue, from feature: String = "root", ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
-        try await mutate("POST", "/features/\(feature)/push", body: .object(["value": value]), ifMatch: ifMatch)
+    /// `POST …/features/{feature}/push`: pushes a path value onto the nearest stack enclosing
+    /// `feature` that accepts it. `wait` as for `perform`.
+    public func push(_ value: JSONValue, from feature: String = "root", ifMatch: Int? = nil,
+                     wait: Bool = false) async throws(NavdError) -> MutationResult {
+        try await mutate("POST", "/features/\(feature)/push", body: .object(["value": value]), ifMatch: ifMatch, wait: wait)
     }
 
-    /// `PUT …/state`: a deep link into the running session.
-    public func replaceState(_ state: JSONValue, ifMatch: Int? = nil) async throws(NavdError) -> MutationResult {
-        try await mutate("PUT", "/state", body: .object(["state": state]), ifMatch: ifMatch)
+    /// `PUT …/state`: a deep link into the running session. `wait` as for `perform`.
+    public func replaceState(_ state: JSONValue, ifMatch: Int? = nil, wait: Bool = false) async throws(NavdError) -> MutationResult {
+        try await mutate("PUT", "/state", body: .object(["state": state]), ifMatch: ifMatch, wait: wait)
     }
 
     /// `DELETE`: ends the session for everyone; streams get `end`.
@@ -181,6 +192,6 @@ public struct SessionClient: Sendable {
                 if let event = try NavigationEvent(type: type, data: bytes) { envelopes.append(.init(id: id, event: event)) }
             } catch { throw .invalidResponse("event \(type): \(error)") }
         }
-        return MutationResult(version: version, _events: envelopes)
+        return MutationResult(version: version, _events: envelopes, effectsPending: answer["effectsPending"]?.boolValue ?? false)
     }
 }

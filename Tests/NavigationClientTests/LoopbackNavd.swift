@@ -15,7 +15,7 @@ final class LoopbackNavd: Sendable {
     var port: Int { server.port }
     var client: NavdClient { NavdClient(baseURL: URL(string: "http://127.0.0.1:\(port)")!) }
 
-    init(durableIn directory: String? = nil, port: Int = 0, facts: FactStub? = nil) async throws {
+    init(durableIn directory: String? = nil, port: Int = 0, facts: FactStub? = nil, eventBuffer: Int? = nil) async throws {
         self.facts = try facts ?? FactStub(.facts)
         self.directory = directory
         var settings = DemoSettings()
@@ -25,6 +25,7 @@ final class LoopbackNavd: Sendable {
         var configuration = ServerConfiguration()
         configuration.port = port
         configuration.logRequests = false
+        if let eventBuffer { configuration.sessionLimits.eventBufferCount = eventBuffer }
         var storage: (any SessionStorage)?
         if let directory {
             configuration.store = .sqlite

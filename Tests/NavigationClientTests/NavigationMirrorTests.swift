@@ -85,6 +85,24 @@ import Testing
         await navd.stop()
     }
 
+    /// Every mutating call can wait for the work it starts, and says when its answer lacks some
+    /// of that work's events (here a server that keeps no events to answer from).
+    @Test func aWaitingCallSaysWhenItsEffectsEventsAreElsewhere() async throws {
+        for eventBuffer in [1024, 0] {
+            let navd = try await LoopbackNavd(eventBuffer: eventBuffer)
+            let created = try await navd.client.createSession(feature: "counter")
+            let session = navd.client.session(id: created.id, token: created.token)
+            let fetched = try await session.perform("factButtonTapped", wait: true)
+            let presented = fetched.events.contains { if case .present = $0.event { true } else { false } }
+            #expect(fetched.effectsPending == (eventBuffer == 0))
+            #expect(presented == (eventBuffer != 0), "the fact's sheet is in the answer only when navd still holds its events")
+            let sheet = try #require(try await session.navigation().presentations.first?.id)
+            let dismissed = try await session.dismiss(sheet, wait: true)
+            #expect(!dismissed.effectsPending && dismissed.version == fetched.version + 1)
+            await navd.stop()
+        }
+    }
+
     @Test func errorsAreTyped() async throws {
         let navd = try await LoopbackNavd()
         let created = try await navd.client.createSession(feature: "app")
