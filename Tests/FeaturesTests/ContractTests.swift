@@ -312,12 +312,6 @@ import Testing
     /// An effect running in a model the refusal dropped is cancelled, and its feature settles
     /// as after a restart: no spinner is left up.
     @Test func anEffectInAModelARefusalDroppedSettles() async throws {
-        struct SlowFacts: FactClient {
-            func fact(about number: Int) async throws(FactError) -> String {
-                try? await Task.sleep(for: .milliseconds(300))
-                return "\(number) is slow."
-            }
-        }
         let catalog = FeatureSet.catalog(Harness.dependencies(facts: SlowFacts()))
         let session = try catalog.makeSession(feature: "app", state: json(#"{"path":[{"counter":{}}]}"#), limits: SessionLimits(maxStateBytes: 20_000))
         let element = try #require(await session.navigation()["stacks"]?[0]?["elements"]?[0]?["id"]?.stringValue)

@@ -9,6 +9,14 @@ struct InstantFacts: FactClient {
     func fact(about number: Int) async throws(FactError) -> String { "\(number) is a test number." }
 }
 
+/// A fact service that takes 300 ms: long enough for a test to act while a fetch runs.
+struct SlowFacts: FactClient {
+    func fact(about number: Int) async throws(FactError) -> String {
+        try? await Task.sleep(for: .milliseconds(300))
+        return "\(number) is slow."
+    }
+}
+
 /// Every batch a session published, in order.
 final class EventCollector: Sendable {
     private let batches = Mutex<[[NavigationEvent]]>([])

@@ -34,12 +34,6 @@ import Testing
     /// other requests pushed some of them out, the effect's events are said to be elsewhere
     /// (`effectsPending`), not silently left out of an answer that looks complete.
     @Test func aWaitWhoseEventsTheBufferNoLongerHoldsSaysSo() async throws {
-        struct SlowFacts: FactClient {
-            func fact(about number: Int) async throws(FactError) -> String {
-                try? await Task.sleep(for: .milliseconds(300))
-                return "\(number) is slow."
-            }
-        }
         let catalog = FeatureSet.catalog(Harness.dependencies(facts: SlowFacts()))
         for eventBuffer in [2, 64] {
             let session = try catalog.makeSession(feature: "app", state: json(#"{"path":[{"counter":{}},{"counter":{}}]}"#),
