@@ -54,6 +54,28 @@ import Testing
         }
     }
 
+    /// A warm deep link that raises a spinner while another feature's fetch runs is settled once
+    /// that fetch ends, as a new session with the same state is at once; it was left up for good.
+    @Test func aDeepLinkWhileAnEffectRunsIsSettledWhenItEnds() async throws {
+        let catalog = FeatureSet.catalog(Harness.dependencies(facts: SlowFacts()))
+        let session = try catalog.makeSession(feature: "app", state: json(#"{"path":[{"counter":{}}]}"#))
+        let first = try #require(await session.navigation()["stacks"]?[0]?["elements"]?[0]?["id"]?.stringValue)
+        _ = try await session.perform(target: first, action: "factButtonTapped", arguments: nil)
+        // What `PUT /state` does: the deep link, then its settling.
+        _ = try await session.replaceState(json(#"{"path":[{"counter":{"factIsLoading":true}},{"counter":{"factIsLoading":true,"count":5}}]}"#))
+        _ = try await session.settleEffects()
+        func spinners() async -> [JSON?] {
+            (await session.navigation()["stacks"]?[0]?["elements"]?.arrayValue ?? []).map { $0["state"]?["factIsLoading"] }
+        }
+        var settled = false
+        for _ in 0..<60 where !settled {
+            try await Task.sleep(for: .milliseconds(100))
+            settled = await spinners() == [.bool(false), .bool(false)]
+        }
+        #expect(settled, "both spinners down, as in a session created with that state")
+        await session.end(.deleted)
+    }
+
     @Test func waitingForAnEffectIsBoundedByItsTimeout() async throws {
         let gallery = try await Harness("gallery", dependencies: Harness.dependencies(delay: .seconds(60)))
         let started = ContinuousClock.now

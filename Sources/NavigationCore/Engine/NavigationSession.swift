@@ -331,9 +331,12 @@ public actor NavigationSession {
     /// A deep link (a session created with a state, a `replaceState`) settles the same way: it
     /// sets state and starts no work, so what it says is under way (a loading flag, an alert's
     /// timer) settles as after a restart, and the session behaves alike before and after one.
-    /// Not while an effect of the session runs: a raised flag may then be its work.
+    /// Not while an effect of the session runs: a raised flag may then be its work. The session
+    /// then settles once none runs (a deep link into a session busy with a fetch still has its
+    /// own spinners lowered, as a new session with that state would).
     public func settleEffects() throws(NavigationError) -> Outcome {
         guard unfinishedEffects.isEmpty else {
+            settleLater()
             return Outcome(version: version, events: [], effect: nil, sequenceBefore: lastSequence, through: lastSequence,
                            rollbacks: rollbacks)
         }
@@ -613,20 +616,21 @@ public actor NavigationSession {
     }
 
     /// The effects a rollback cancelled leave their marks in the durable state (a spinner, an
-    /// alert's timer): they settle as after a restart, once the store takes writes again. Looked
-    /// at once a second: tried only while the store is known to take writes (a failed try would
-    /// roll the session back, and close its streams, again) and no effect of the session runs
+    /// alert's timer), and so does a deep link that arrives while an effect runs: they settle
+    /// as after a restart, once the store takes writes again and no effect runs. Looked at once
+    /// a second: tried only while the store is known to take writes (a failed try would roll the
+    /// session back, and close its streams, again) and no effect of the session runs
     /// (`settleEffects` would leave everything as it is).
     private func settleLater() {
         guard !settlingIsScheduled else { return }
         settlingIsScheduled = true
         Task { [weak self] in
             try? await Task.sleep(for: Self.settlingDelay)
-            await self?.settleAfterRollback()
+            await self?.settleWhenIdle()
         }
     }
 
-    private func settleAfterRollback() {
+    private func settleWhenIdle() {
         settlingIsScheduled = false
         guard endEvent == nil, !isSuspended else { return }
         guard durability?.journal.takesWrites ?? true, unfinishedEffects.isEmpty, !isClosing else { return settleLater() }
