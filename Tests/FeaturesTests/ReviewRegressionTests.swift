@@ -76,6 +76,20 @@ import Testing
         await session.end(.deleted)
     }
 
+    /// A Wi-Fi session made from another's state refreshes to the same list as the one that went
+    /// on: the scan count lived beside the state, so a deep link or a restart began the scans
+    /// again (a refresh then changed nothing, or something else).
+    @Test func aWifiRefreshFollowsTheListOnScreenNotAHiddenCount() async throws {
+        let going = try await Harness("wifi")
+        for round in 1...12 {
+            let made = try await Harness("wifi", state: await going.state())
+            _ = try await going.session.perform(target: "root", action: "refreshNetworks", arguments: nil)
+            let refreshed = try await made.session.perform(target: "root", action: "refreshNetworks", arguments: nil)
+            #expect(await made.state()["foundNetworks"] == going.state()["foundNetworks"], "round \(round)")
+            #expect(!refreshed.events.isEmpty, "every refresh changes the list")
+        }
+    }
+
     @Test func waitingForAnEffectIsBoundedByItsTimeout() async throws {
         let gallery = try await Harness("gallery", dependencies: Harness.dependencies(delay: .seconds(60)))
         let started = ContinuousClock.now

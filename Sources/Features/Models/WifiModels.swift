@@ -47,7 +47,6 @@ public final class WifiModel {
     }
 
     @ObservationIgnored private let dependencies: FeatureDependencies
-    @ObservationIgnored private var scans = 0
 
     public init(
         foundNetworks: [Network] = Network.seeded,
@@ -84,17 +83,27 @@ public final class WifiModel {
     /// A new scan: signal strengths change and one open network comes and goes. What is presented
     /// stays unless its network disappeared.
     public func refreshNetworks() {
-        scans += 1
-        let scan = scans
-        foundNetworks = Network.seeded.enumerated().compactMap { index, network in
+        // The scan after the one on screen, told by the list itself: a count of scans kept beside
+        // the state would start again in a model made from state (a deep link, a restart), and
+        // its next scan would differ from the one a session that went on would make.
+        let shown = (1...Self.scanCycle).first { Self.scan($0) == foundNetworks } ?? 0
+        foundNetworks = Self.scan(shown % Self.scanCycle + 1)
+        let ids = Set(foundNetworks.map(\.id))
+        if let selectedNetworkID, !ids.contains(selectedNetworkID) { self.selectedNetworkID = nil }
+        if let shown = destination?.network, !ids.contains(shown.id) { destination = nil }
+    }
+
+    /// Scans repeat after this many: the open network's presence alternates, strengths cycle by 5.
+    private static let scanCycle = 10
+
+    /// The list scan number `scan` finds.
+    private static func scan(_ scan: Int) -> [Network] {
+        Network.seeded.enumerated().compactMap { index, network in
             if network.id == "n4", scan % 2 == 1 { return nil }
             var network = network
             network.connectivity = Double((index * 3 + scan) % 5) / 4
             return network
         }
-        let ids = Set(foundNetworks.map(\.id))
-        if let selectedNetworkID, !ids.contains(selectedNetworkID) { self.selectedNetworkID = nil }
-        if let shown = destination?.network, !ids.contains(shown.id) { destination = nil }
     }
 
     /// Children tell the parent what happened; a child that is no longer shown (the user swiped
