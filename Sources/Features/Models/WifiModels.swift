@@ -86,8 +86,8 @@ public final class WifiModel {
         // The scan after the one on screen, told by the list itself: a count of scans kept beside
         // the state would start again in a model made from state (a deep link, a restart), and
         // its next scan would differ from the one a session that went on would make.
-        let shown = (1...Self.scanCycle).first { Self.scan($0) == foundNetworks } ?? 0
-        foundNetworks = Self.scan(shown % Self.scanCycle + 1)
+        let current = (1...Self.scanCycle).first { Self.scan($0) == foundNetworks } ?? 0
+        foundNetworks = Self.scan(current % Self.scanCycle + 1)
         let ids = Set(foundNetworks.map(\.id))
         if let selectedNetworkID, !ids.contains(selectedNetworkID) { self.selectedNetworkID = nil }
         if let shown = destination?.network, !ids.contains(shown.id) { destination = nil }
