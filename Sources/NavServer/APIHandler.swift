@@ -730,6 +730,8 @@ final class APIHandler: HTTPHandler {
                                    seconds: (ContinuousClock.now - opened).inSeconds, events: tally.events, bytes: tally.bytes))
         }
         hosted.navigation.isolated { session in
+            // A client that hung up while its request waited costs no snapshot.
+            guard stream.isOpen else { return }
             session.attach(after: lastEventID) { start, through in
                 var first = ServerSentEvents.preamble
                 switch start {

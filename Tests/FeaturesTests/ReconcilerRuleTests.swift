@@ -238,4 +238,30 @@ import Testing
         guard case .resume(let none) = await session.attach(after: 6, { start, _ in start }) else { Issue.record("expected a resume"); return }
         #expect(none.isEmpty)
     }
+
+    /// Streams that open while nothing changes share one encoded snapshot; any change, a deep
+    /// link in place included, makes the next one afresh.
+    @Test func snapshotsAreSharedUntilTheTreeChanges() async throws {
+        let session = try FeatureSet.catalog(Harness.dependencies()).makeSession(feature: "app", state: nil)
+        func snapshot() async -> NavigationEvent? {
+            guard case .snapshot(let event) = await session.attach(after: nil, { start, _ in start }) else { return nil }
+            return event
+        }
+        func buffer(_ event: NavigationEvent?) -> UnsafeRawPointer? {
+            event?.encodedData.withUnsafeBytes { $0.baseAddress }
+        }
+        let first = await snapshot(), second = await snapshot()
+        #expect(buffer(first) != nil && buffer(first) == buffer(second))
+
+        let pushed = try await session.push(from: "root", value: json(#"{"settings":{}}"#))
+        let afterPush = await snapshot()
+        #expect(afterPush?.sequence == pushed.through && afterPush?.data["version"] == .int(pushed.version))
+        #expect(afterPush?.data["navigation"] == (await session.navigation()))
+        #expect(buffer(afterPush) != buffer(first))
+
+        let relinked = try await session.replaceState(json(#"{"path":[{"counter":{"count":5}}]}"#))
+        let afterDeepLink = await snapshot()
+        #expect(afterDeepLink?.data["version"] == .int(relinked.version))
+        #expect(afterDeepLink?.data["navigation"] == (await session.navigation()))
+    }
 }

@@ -15,8 +15,16 @@ public actor NavigationSession {
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// Goes up by one with every transaction that emits events.
     public private(set) var version = 0
-    private var lastSequence = 0
-    private var reconciler: Reconciler
+    private var lastSequence = 0 {
+        didSet { lastSnapshot = nil }
+    }
+    private var reconciler: Reconciler {
+        didSet { lastSnapshot = nil }
+    }
+    /// The snapshot last made, while nothing has changed since: the streams that open at one
+    /// moment (a reconnect after a deploy, many subscribers of one session) share one walk and
+    /// one encoding of the tree. The tree changes only with events, or with a new reconciler.
+    private var lastSnapshot: NavigationEvent?
     private let tracker: ChangeTracker
     private var log: EventLog
     private var publish: (@Sendable ([NavigationEvent]) -> Void)?
@@ -223,9 +231,12 @@ public actor NavigationSession {
     }
 
     func snapshot() -> NavigationEvent {
-        NavigationEvent(sequence: lastSequence, kind: .snapshot, data: .object(JSONObject([
+        if let lastSnapshot { return lastSnapshot }
+        let snapshot = NavigationEvent(sequence: lastSequence, kind: .snapshot, data: .object(JSONObject([
             ("version", .int(version)), ("navigation", reconciler.root.json),
         ])))
+        lastSnapshot = snapshot
+        return snapshot
     }
 
     /// The events that build the initial tree from an empty screen (rule 7).
