@@ -313,16 +313,3 @@ import TestSupport
         #expect(after.state == before.state)
     }
 }
-
-/// A fact service that answers after a while, so a fetch is still running when a test acts.
-/// Answers once the test releases it, however slowly a busy machine runs the test.
-private final class HeldFacts: FactClient {
-    private let released = Mutex(false)
-
-    func release() { released.withLock { $0 = true } }
-
-    func fact(about number: Int) async throws(FactError) -> String {
-        while !released.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
-        return "\(number) took a while."
-    }
-}

@@ -17,6 +17,19 @@ struct SlowFacts: FactClient {
     }
 }
 
+/// A fact service that answers after a while, so a fetch is still running when a test acts.
+/// Answers once the test releases it, however slowly a busy machine runs the test.
+final class HeldFacts: FactClient {
+    private let released = Mutex(false)
+
+    func release() { released.withLock { $0 = true } }
+
+    func fact(about number: Int) async throws(FactError) -> String {
+        while !released.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(10)) }
+        return "\(number) took a while."
+    }
+}
+
 /// Every batch a session published, in order.
 final class EventCollector: Sendable {
     private let batches = Mutex<[[NavigationEvent]]>([])

@@ -13,6 +13,50 @@ import Testing
         #expect(await low.state()["count"] == .int(.min))
     }
 
+    /// A fact is about the number on screen. A fetch on its way when the number changes (a tap,
+    /// a warm deep link) lowers its spinner and drops its answer, as a session made with the new
+    /// number never shows that fact; it presented the old number's fact over the new number, and
+    /// a tap after the deep link did nothing while no spinner showed.
+    @Test func aFactForANumberNoLongerOnScreenIsDropped() async throws {
+        for change in ["increment", "deep link"] {
+            let facts = HeldFacts()
+            var counter = try await Harness("counter", state: json(#"{"count":15}"#), dependencies: Harness.dependencies(facts: facts))
+            let fetching = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+            if change == "increment" {
+                _ = try await counter.session.perform(target: "root", action: "incrementButtonTapped", arguments: nil)
+            } else {
+                _ = try await counter.session.replaceState(json(#"{"count":3}"#))
+            }
+            #expect(await counter.state()["factIsLoading"] == false, "\(change): no spinner for a number no longer shown")
+            facts.release()
+            _ = await counter.session.waitForEffects(of: fetching, timeout: .seconds(10))
+            #expect(await counter.state()["destination"] == .null, "\(change): the old number's fact is dropped")
+            #expect(await counter.state()["factIsLoading"] == false)
+
+            let again = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+            _ = await counter.session.waitForEffects(of: again, timeout: .seconds(10))
+            let number = change == "increment" ? 16 : 3
+            #expect(await counter.state()["destination"]?["fact"]?["value"] == .string("\(number) took a while."), "\(change)")
+            try await counter.sync()
+        }
+    }
+
+    /// A deep link that lowers the spinner while a fetch for the same number runs lets a tap
+    /// fetch again; the earlier answer no longer counts.
+    @Test func aTapAfterADeepLinkLoweredTheSpinnerFetches() async throws {
+        let facts = HeldFacts()
+        let counter = try await Harness("counter", state: json(#"{"count":4}"#), dependencies: Harness.dependencies(facts: facts))
+        _ = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        _ = try await counter.session.replaceState(json(#"{"count":4,"factIsLoading":false}"#))
+        let tapped = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        #expect(tapped.effect != nil && !tapped.events.isEmpty, "the tap raised the spinner again")
+        #expect(await counter.state()["factIsLoading"] == true)
+        facts.release()
+        _ = await counter.session.waitForEffects(of: tapped, timeout: .seconds(10))
+        #expect(await counter.state()["factIsLoading"] == false)
+        #expect(await counter.state()["destination"]?["fact"]?["value"] == .string("4 took a while."))
+    }
+
     /// The gallery numbers its items past those in its state: its count is not state, so a model
     /// made from state (a deep link, a restart) started it again, and a tap made the very item
     /// on screen, which presented nothing (200, no events).

@@ -34,8 +34,10 @@ public final class CounterModel {
     }
 
     @ObservationIgnored private let factClient: any FactClient
-    /// Apart from `factIsLoading`, which a client may overwrite with the rest of the state.
-    @ObservationIgnored private var isFetching = false
+    /// The fetch whose answer is awaited, if any. Apart from `factIsLoading`, which a client may
+    /// overwrite with the rest of the state; an answer to any other fetch is dropped.
+    @ObservationIgnored private var awaitedFetch: Int?
+    @ObservationIgnored private var fetchesStarted = 0
 
     public init(count: Int = 0, destination: Destination? = nil, factClient: any FactClient) {
         self.count = count
@@ -43,36 +45,50 @@ public final class CounterModel {
         self.factClient = factClient
     }
 
-    /// Changing the number dismisses whatever was shown.
+    /// Changing the number dismisses whatever was shown, the spinner of a fetch on its way too:
+    /// its fact is about a number no longer on screen.
     /// Saturates at the ends of `Int`: a deep-linked `Int.max` must not trap the server.
     public func incrementButtonTapped() {
         count = count.addingReportingOverflow(1).overflow ? count : count + 1
-        destination = nil
+        numberChanged()
     }
 
     public func decrementButtonTapped() {
         count = count.subtractingReportingOverflow(1).overflow ? count : count - 1
-        destination = nil
+        numberChanged()
     }
 
-    /// A tap while a fetch runs starts no other: the spinner is up, and another fetch would
-    /// only take a share of the fact service from other sessions.
-    public func factButtonTapped() async {
-        guard !isFetching else { return }
-        isFetching = true
-        factIsLoading = true
-        defer {
-            isFetching = false
+    private func numberChanged() {
+        destination = nil
+        if awaitedFetch != nil {
+            awaitedFetch = nil
             factIsLoading = false
         }
-        do {
-            let fact = try await factClient.fact(about: count)
-            guard !Task.isCancelled else { return }
-            destination = .fact(Fact(value: fact))
-        } catch {
-            guard !Task.isCancelled else { return }
-            destination = .alert(FactFailure(message: error.message))
+    }
+
+    /// A tap while the spinner is up starts no other fetch: another would only take a share of
+    /// the fact service from other sessions. The fact shown is always about the number on
+    /// screen: an answer that arrives after the number changed (a tap, a deep link) is dropped.
+    public func factButtonTapped() async {
+        guard !(factIsLoading && awaitedFetch != nil) else { return }
+        fetchesStarted += 1
+        let (fetch, number) = (fetchesStarted, count)
+        awaitedFetch = fetch
+        factIsLoading = true
+        defer {
+            if awaitedFetch == fetch {
+                awaitedFetch = nil
+                factIsLoading = false
+            }
         }
+        let answer: Destination
+        do {
+            answer = .fact(Fact(value: try await factClient.fact(about: number)))
+        } catch {
+            answer = .alert(FactFailure(message: error.message))
+        }
+        guard !Task.isCancelled, awaitedFetch == fetch, count == number else { return }
+        destination = answer
     }
 
     public func settingsButtonTapped() {
