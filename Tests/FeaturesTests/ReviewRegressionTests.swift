@@ -1,4 +1,5 @@
 import Features
+import Synchronization
 @testable import NavigationCore
 import Testing
 
@@ -55,6 +56,28 @@ import Testing
         _ = await counter.session.waitForEffects(of: tapped, timeout: .seconds(10))
         #expect(await counter.state()["factIsLoading"] == false)
         #expect(await counter.state()["destination"]?["fact"]?["value"] == .string("4 took a while."))
+    }
+
+    /// A timed alert goes at most the whole delay after its timer is armed, whatever deadline a
+    /// deep link gave it; the state said the later deadline all along, so a client counting down
+    /// from it was wrong. A deadline within the delay is kept as it is.
+    @Test func aTimedAlertsDeadlineSaysWhenItReallyGoes() async throws {
+        let now = Mutex(1_000.0)
+        var gallery = try await Harness("gallery", dependencies: FeatureDependencies(
+            factClient: InstantFacts(), alertDismissDelay: .seconds(10), wallClock: { now.withLock { $0 } }))
+        _ = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":5,"dismissesAt":1060}}"#))
+        let shown = await gallery.presentation("timedAlert")
+        let settled = try await gallery.session.settleEffects()
+        #expect(settled.events.map(\.kind) == [.state], "settled in its own batch, before any answer")
+        #expect(await gallery.state()["timedAlert"] == json(#"{"id":5,"dismissesAt":1010}"#))
+        let after = await gallery.presentation("timedAlert")
+        #expect(shown != nil && after == shown, "the same alert, with its deadline changed")
+        try await gallery.sync()
+
+        _ = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":6,"dismissesAt":1004.5}}"#))
+            .followed(by: try await gallery.session.settleEffects())
+        #expect(await gallery.state()["timedAlert"] == json(#"{"id":6,"dismissesAt":1004.5}"#))
+        await gallery.session.end(.deleted)
     }
 
     /// The gallery numbers its items past those in its state: its count is not state, so a model

@@ -111,23 +111,36 @@ public final class GalleryModel {
         guard timedAlertsShown < .max else { return }
         timedAlertsShown += 1
         let delay = dependencies.alertDismissDelay
-        let alert = TimedAlert(id: timedAlertsShown, dismissesAt: dependencies.wallClock() + Double(delay.components.seconds)
-                               + Double(delay.components.attoseconds) / 1e18)
+        let alert = TimedAlert(id: timedAlertsShown, dismissesAt: dependencies.wallClock() + Self.seconds(delay))
         timedAlert = alert
         await dismiss(alert, after: delay)
     }
 
-    /// Whether the alert on screen has a timer (one a restart stopped, to be continued).
-    public var timedAlertIsTimed: Bool { timedAlert?.dismissesAt != nil }
+    /// Readies the alert on screen for its timer to go on after a restart or a deep link stopped
+    /// it: a deadline more than the whole delay away (a deep link's, or a wall clock set back
+    /// since) is moved to the whole delay from now, so the state says when the alert really goes
+    /// and a client counting down from it counts to the right moment. False without a timer.
+    public func boundTimedAlertDeadline() -> Bool {
+        guard var alert = timedAlert, let deadline = alert.dismissesAt else { return false }
+        let latest = dependencies.wallClock() + Self.seconds(dependencies.alertDismissDelay)
+        if !(deadline <= latest) {
+            alert.dismissesAt = latest
+            timedAlert = alert
+        }
+        return true
+    }
 
     /// Goes on with the timer of the alert on screen, for the time it has left: none when it is
-    /// past due, never more than the whole delay (whatever a deep link said).
+    /// past due, never more than the whole delay.
     public func continueTimedAlert() async {
         guard let alert = timedAlert, let deadline = alert.dismissesAt else { return }
         let delay = dependencies.alertDismissDelay
-        let left = max(0, deadline - dependencies.wallClock())
-        let wait = left.isFinite ? min(delay, .milliseconds(Int64(min(left, 1e9) * 1000))) : delay
-        await dismiss(alert, after: wait)
+        let left = min(max(0, deadline - dependencies.wallClock()), Self.seconds(delay))
+        await dismiss(alert, after: left.isFinite ? .milliseconds(Int64(left * 1000)) : delay)
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     private func dismiss(_ alert: TimedAlert, after delay: Duration) async {

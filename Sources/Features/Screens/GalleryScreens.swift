@@ -52,7 +52,7 @@ extension Screen where Subject == GalleryModel {
             // A restart stopped the alert's timer; it goes on with the time the alert had left.
             Settle { gallery in
                 let model = gallery
-                return model.timedAlertIsTimed ? Effect { await model.continueTimedAlert() } : nil
+                return model.boundTimedAlertDeadline() ? Effect { await model.continueTimedAlert() } : nil
             }
         }
     }
