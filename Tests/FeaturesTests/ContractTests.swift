@@ -26,7 +26,8 @@ import Testing
         let expected = removalOrder(below: await harness.tree())
         #expect(expected.count == 5)
 
-        let outcome = try await harness.session.replaceState(json("{}"))
+        // Everything at its default but the number of items made, which would be a `state` event.
+        let outcome = try await harness.session.replaceState(json(#"{"itemsMade":2}"#))
         #expect(outcome.events.kinds == Array(repeating: "dismiss", count: 5))
         #expect(outcome.events.filter { $0.kind == .dismiss }.map { $0.data["id"] } == expected)
         try await harness.sync()

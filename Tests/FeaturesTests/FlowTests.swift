@@ -199,8 +199,10 @@ import TestSupport
     @Test func gallery_twoOptionalsAtOnce() async throws {
         var gallery = try await Harness("gallery")
         let outcome = try await gallery.session.perform(target: "root", action: "sheetAndPopoverButtonTapped", arguments: nil)
-        #expect(outcome.events.kinds == ["present", "present"])
+        // Both presented, then the count of items made, which is state.
+        #expect(outcome.events.kinds == ["present", "present", "state"])
         #expect(Set(outcome.events.compactMap { $0.data["slot"]?.stringValue }) == ["sheetItem", "popoverItem"])
+        #expect(outcome.events.last?.data == json(#"{"feature":"root","changes":{"itemsMade":2}}"#))
         try await gallery.sync()
     }
 

@@ -80,6 +80,39 @@ import Testing
         await gallery.session.end(.deleted)
     }
 
+    /// How many items and timed alerts a gallery made is state: a session made from another's
+    /// state (a restart, a deep link) names its next ones as the one that went on does, after
+    /// what it showed was dismissed. It began again at 1.
+    @Test func aGalleryMadeFromStateNumbersOnAsTheOneThatWentOn() async throws {
+        let going = try await Harness("gallery", dependencies: Harness.dependencies(delay: .seconds(60)))
+        for _ in 0..<2 { _ = try await going.session.perform(target: "root", action: "itemButtonTapped", arguments: ["style": "sheet"]) }
+        let sheet = try #require(await going.presentation("sheetItem"))
+        _ = try await going.session.dismiss(presentation: sheet)
+        _ = try await going.session.perform(target: "root", action: "timedAlertButtonTapped", arguments: nil)
+        _ = try await going.session.dismiss(presentation: try #require(await going.presentation("timedAlert")))
+        let dismissed = await going.state()
+        #expect(dismissed["sheetItem"] == .null && dismissed["timedAlert"] == .null)
+
+        let made = try await Harness("gallery", state: await going.state(), dependencies: Harness.dependencies(delay: .seconds(60)))
+        for harness in [going, made] {
+            _ = try await harness.session.perform(target: "root", action: "sheetAndPopoverButtonTapped", arguments: nil)
+            _ = try await harness.session.perform(target: "root", action: "timedAlertButtonTapped", arguments: nil)
+            #expect(await harness.state()["sheetItem"]?["id"] == "item3")
+            #expect(await harness.state()["popoverItem"]?["id"] == "item4")
+            #expect(await harness.state()["timedAlert"]?["id"] == 2)
+        }
+        // Alike but for the deadline of the alert each showed a moment apart.
+        func withoutDeadline(_ state: JSON) -> JSON {
+            guard case .object(var object) = state else { return state }
+            object["timedAlert"] = object["timedAlert"].map { _ in .null }
+            return .object(object)
+        }
+        let (madeState, goingState) = (await made.state(), await going.state())
+        #expect(withoutDeadline(madeState) == withoutDeadline(goingState))
+        await going.session.end(.deleted)
+        await made.session.end(.deleted)
+    }
+
     /// The gallery numbers its items past those in its state: its count is not state, so a model
     /// made from state (a deep link, a restart) started it again, and a tap made the very item
     /// on screen, which presented nothing (200, no events).

@@ -43,6 +43,10 @@ public final class GalleryModel {
     /// Presented by unwrapping: the sheet edits this very optional.
     public var text: String?
     public var timedAlert: TimedAlert?
+    /// How many items and self-dismissing alerts were made: state, so a session made from state
+    /// (a restart, a deep link) numbers its next ones as the session that went on does.
+    public var itemsMade = 0
+    public var timedAlertsShown = 0
 
     public enum Destination {
         case alert(GalleryItem)
@@ -54,8 +58,6 @@ public final class GalleryModel {
     }
 
     @ObservationIgnored private let dependencies: FeatureDependencies
-    @ObservationIgnored private var itemsMade = 0
-    @ObservationIgnored private var timedAlertsShown = 0
 
     public init(dependencies: FeatureDependencies) {
         self.dependencies = dependencies
@@ -107,9 +109,9 @@ public final class GalleryModel {
     /// Shows an alert that goes away by itself after a delay, unless the user dismissed it first.
     public func timedAlertButtonTapped() async {
         // Ids only grow, so a timer left over from an earlier alert never matches a newer one.
-        timedAlertsShown = max(timedAlertsShown, timedAlert?.id ?? 0, 0)
-        guard timedAlertsShown < .max else { return }
-        timedAlertsShown += 1
+        let last = max(timedAlertsShown, timedAlert?.id ?? 0, 0)
+        guard last < .max else { return }
+        timedAlertsShown = last + 1
         let delay = dependencies.alertDismissDelay
         let alert = TimedAlert(id: timedAlertsShown, dismissesAt: dependencies.wallClock() + Self.seconds(delay))
         timedAlert = alert
@@ -148,14 +150,14 @@ public final class GalleryModel {
         if timedAlert == alert { timedAlert = nil }
     }
 
-    /// A new item, numbered past every item in the state: the count itself is not state, so a
-    /// model made from state (a restart, a deep link) starts it again, and an item equal to one
-    /// on screen would present nothing new. Nil once the numbers run out (a deep link's
-    /// `item9223372036854775807`): the tap then does nothing.
+    /// A new item, numbered past every item made and every item in the state (a deep link may
+    /// show items its count does not cover; an item equal to one on screen would present nothing
+    /// new). Nil once the numbers run out (a deep link's `item9223372036854775807`): the tap then
+    /// does nothing.
     private func makeItem() -> GalleryItem? {
-        itemsMade = max(itemsMade, highestItemNumber)
-        guard itemsMade < .max else { return nil }
-        itemsMade += 1
+        let last = max(itemsMade, highestItemNumber)
+        guard last < .max else { return nil }
+        itemsMade = last + 1
         return GalleryItem(id: "item\(itemsMade)", title: "Item \(itemsMade)")
     }
 

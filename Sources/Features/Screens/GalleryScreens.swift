@@ -13,6 +13,8 @@ extension Screen where Subject == GalleryModel {
         }
         let styleArgument = Action<GalleryModel>.Argument.value("style", .galleryStyle)
         return Screen("gallery", make: { GalleryModel(dependencies: dependencies) }) {
+            Field("itemsMade", \.itemsMade)
+            Field("timedAlertsShown", \.timedAlertsShown)
             for style in GalleryStyle.allCases {
                 PresentationSlot.isPresented("\(style.rawValue)IsPresented", style: style.presentation, \.[isPresented: style],
                                              screen: style.asksUser ? .alert : .page, anchor: style.anchor, bindable: true,
