@@ -47,6 +47,14 @@ import Testing
         #expect(throws: NavigationError.unknownFeature("chess")) { try catalog.makeSession(feature: "chess", state: nil) }
     }
 
+    /// A screen shown only inside another is listed by `GET /features`, so "unknown" misled: the
+    /// refusal says it cannot start a session, with the same code.
+    @Test func aFeatureShownOnlyInsideAnotherIsRefusedAsSuch() {
+        #expect(throws: NavigationError.notHostable("fact")) { try catalog.makeSession(feature: "fact", state: nil) }
+        #expect(NavigationError.notHostable("fact").code == "unknown_feature")
+        #expect(NavigationError.notHostable("fact").message.contains("hostable: false"))
+    }
+
     @Test func theCatalogDescribesActionsBindingsAndSlots() throws {
         let features = try #require(catalog.description["features"]?.arrayValue)
         let wifi = try #require(features.first { $0["name"] == "wifi" })

@@ -52,7 +52,9 @@ public struct FeatureCatalog: Sendable {
     /// state may say work is under way that nothing runs.
     public func makeSession(feature: String, state: JSON?, limits: SessionLimits = SessionLimits(),
                             executor: any SessionExecutor = SerialQueueExecutor()) throws(NavigationError) -> NavigationSession {
-        guard let host = hosts.first(where: { $0.name == feature }) else { throw .unknownFeature(feature) }
+        guard let host = hosts.first(where: { $0.name == feature }) else {
+            throw screens.contains { $0.name == feature } ? .notHostable(feature) : .unknownFeature(feature)
+        }
         if let state {
             do throws(StateError) { try limits.check(state, at: JSONPath("state")) } catch { throw .tooLarge(error) }
         }

@@ -2,8 +2,10 @@
 public enum NavigationError: Error, Sendable, Equatable {
     /// The named feature, presentation, stack or element is not on screen (anymore): a stale target.
     case notOnScreen(kind: String, id: String)
-    /// `POST /sessions` named a feature the catalog does not host.
+    /// `POST /sessions` named a feature the catalog does not have.
     case unknownFeature(String)
+    /// `POST /sessions` named a feature that is shown only inside another (`hostable: false`).
+    case notHostable(String)
     /// The feature has no action of that name.
     case unknownAction(feature: String, action: String)
     /// The feature has no field of that name.
@@ -61,7 +63,7 @@ public enum NavigationError: Error, Sendable, Equatable {
     public var code: String {
         switch self {
         case .notOnScreen(let kind, _): kind == "presentation" ? "not_presented" : "not_on_screen"
-        case .unknownFeature: "unknown_feature"
+        case .unknownFeature, .notHostable: "unknown_feature"
         case .unknownAction: "unknown_action"
         case .unknownBinding: "unknown_binding"
         case .readOnlyBinding: "read_only_binding"
@@ -83,6 +85,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         switch self {
         case .notOnScreen(let kind, let id): "\(kind) \(id) is not on screen"
         case .unknownFeature(let name): "unknown feature \"\(name)\""
+        case .notHostable(let name): "feature \"\(name)\" is shown only inside another (hostable: false in GET /features); start a session of a hostable one"
         case .unknownAction(let feature, let action): "\(feature) has no action \"\(action)\""
         case .unknownBinding(let feature, let name): "\(feature) has no field \"\(name)\""
         case .readOnlyBinding(let feature, let name): "\(feature).\(name) is not bindable"
