@@ -113,7 +113,7 @@ public final class GalleryModel {
         guard last < .max else { return }
         timedAlertsShown = last + 1
         let delay = dependencies.alertDismissDelay
-        let alert = TimedAlert(id: timedAlertsShown, dismissesAt: dependencies.wallClock() + Self.seconds(delay))
+        let alert = TimedAlert(id: timedAlertsShown, dismissesAt: dependencies.wallClock() + delay.seconds)
         timedAlert = alert
         await dismiss(alert, after: delay)
     }
@@ -124,7 +124,7 @@ public final class GalleryModel {
     /// and a client counting down from it counts to the right moment. False without a timer.
     public func boundTimedAlertDeadline() -> Bool {
         guard var alert = timedAlert, let deadline = alert.dismissesAt else { return false }
-        let latest = dependencies.wallClock() + Self.seconds(dependencies.alertDismissDelay)
+        let latest = dependencies.wallClock() + dependencies.alertDismissDelay.seconds
         if !(deadline <= latest) {
             alert.dismissesAt = latest
             timedAlert = alert
@@ -137,12 +137,8 @@ public final class GalleryModel {
     public func continueTimedAlert() async {
         guard let alert = timedAlert, let deadline = alert.dismissesAt else { return }
         let delay = dependencies.alertDismissDelay
-        let left = min(max(0, deadline - dependencies.wallClock()), Self.seconds(delay))
+        let left = min(max(0, deadline - dependencies.wallClock()), delay.seconds)
         await dismiss(alert, after: left.isFinite ? .milliseconds(Int64(left * 1000)) : delay)
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     private func dismiss(_ alert: TimedAlert, after delay: Duration) async {
