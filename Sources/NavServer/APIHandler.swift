@@ -75,8 +75,10 @@ final class APIHandler: HTTPHandler {
         case .readyz:
             if !lifecycle.isReady {
                 answer.fail(APIError(503, "not_ready", lifecycle.isLeaving ? "shutting down" : "starting"))
-            } else if !persistence.isAvailable {
-                answer.fail(APIError(503, "storage_unavailable", "the session store refuses writes (disk full or I/O error)"))
+            } else if persistence.isFailing {
+                answer.fail(APIError(503, "storage_unavailable", "the session store refuses writes: its last commit failed (the log's store_unavailable line says why)"))
+            } else if let stalled = persistence.stalledFor {
+                answer.fail(APIError(503, "storage_unavailable", "the session store has not finished a commit in \(Int(stalled / .seconds(1))) s"))
             } else {
                 answer.send(.json(status: 200, Array(#"{"status":"ready"}"#.utf8)))
             }

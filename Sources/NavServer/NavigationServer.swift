@@ -93,6 +93,14 @@ public final class NavigationServer: Sendable {
     /// throws `StorageError`: never start silently empty. On a store several nodes share,
     /// nothing is loaded at start: each session is claimed by the node its requests reach.
     public func start() async throws {
+        let log = handler.log
+        handler.persistence.onHealthChange { change in
+            switch change {
+            case .failing(let reason): log.note(.error, "store_unavailable", [("reason", .string(reason))])
+            case .stalled(let running): log.note(.error, "store_stalled", [("seconds", .int(Int(running / .seconds(1))))])
+            case .recovered: log.note(.info, "store_available")
+            }
+        }
         if let shared = handler.persistence.shared {
             let handler = handler
             handler.persistence.onLost { handler.release($0, olderThan: $1) }
@@ -269,11 +277,13 @@ public final class NavigationServer: Sendable {
                 try? await Task.sleep(for: Self.reaperRound(ttl: ttl))
             }
         }
-        // Once a second: memory of ended sessions back to the system…
+        // Once a second: memory of ended sessions back to the system, and a commit that hangs
+        // reported…
         let trimmer = Task.detached {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 handler.memory.returnIfSessionsEnded()
+                handler.persistence.watchForStall()
             }
         }
         // …and, apart from it (a probe may wait on a store that does not answer), a failing

@@ -6,8 +6,9 @@ import Synchronization
 
 /// How the server keeps its sessions: in a store (durable, the default) or nowhere
 /// (`--store memory`). Everything that writes to the store goes through here, so the
-/// store's health is known in one place: `/readyz` answers 503 while writes fail (and, on a
-/// shared store, while it does not answer at all).
+/// store's health is known in one place: `/readyz` answers 503 while writes fail, while a
+/// commit hangs (a disk that stalls, a database that stopped answering), and, on a shared
+/// store, while it does not answer at all.
 ///
 /// On a store several nodes share, sessions are claimed on demand rather than recovered at
 /// start, every write of a session is fenced with the epoch it was claimed with, and a write
@@ -17,6 +18,9 @@ final class SessionPersistence: Sendable {
     /// The same store, when several nodes share it.
     let shared: (any SharedSessionStorage)?
     private let failing = Atomic<Bool>(false)
+    /// Whether a stall was reported and not yet its end (`watchForStall`).
+    private let stallReported = Atomic<Bool>(false)
+    private let healthChanged = Mutex<(@Sendable (HealthChange) -> Void)?>(nil)
     /// When a commit to a shared store last came to anything, success or failure
     /// (`DispatchTime` nanoseconds).
     private let lastOutcome = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
@@ -34,7 +38,54 @@ final class SessionPersistence: Sendable {
     }
 
     var isDurable: Bool { storage != nil }
-    var isAvailable: Bool { !failing.load(ordering: .relaxed) }
+    var isAvailable: Bool { !failing.load(ordering: .relaxed) && stalledFor == nil }
+
+    /// Whether the last commit failed.
+    var isFailing: Bool { failing.load(ordering: .relaxed) }
+
+    /// How long the commit running now has taken, once that is longer than `stallLimit`.
+    var stalledFor: Duration? {
+        guard let running = storage?.commitRunningFor(), running > Self.stallLimit else { return nil }
+        return running
+    }
+
+    /// How long a commit may take before the store counts as stalled: commits take
+    /// milliseconds, and a store's own bounds on a wait (PostgreSQL's statement deadline) are
+    /// longer, so readiness says so while the commit still waits.
+    static let stallLimit: Duration = .seconds(5)
+
+    /// What changed in the store's health, for the log: each change is reported once.
+    enum HealthChange: Sendable {
+        /// A commit failed after one that worked.
+        case failing(reason: String)
+        /// A commit has taken longer than `stallLimit`.
+        case stalled(Duration)
+        /// Commits work again.
+        case recovered
+    }
+
+    /// Called on every change of the store's health. Set once, before the first session is hosted.
+    func onHealthChange(_ body: @escaping @Sendable (HealthChange) -> Void) {
+        healthChanged.withLock { $0 = body }
+    }
+
+    private func report(_ change: HealthChange) {
+        healthChanged.withLock { $0 }?(change)
+    }
+
+    /// Reports a commit that has run longer than `stallLimit`, and the end of that stall; called
+    /// every second or so, on no thread the store may hold.
+    func watchForStall() {
+        let stalled = stalledFor
+        guard (stalled != nil) != stallReported.load(ordering: .relaxed) else { return }
+        stallReported.store(stalled != nil, ordering: .relaxed)
+        if let stalled {
+            report(.stalled(stalled))
+        } else if !isFailing {
+            // Ended by a commit that worked; one that failed was reported as a failure.
+            report(.recovered)
+        }
+    }
 
     /// The journal a durable session writes its batches to; with `epoch`, each write is fenced.
     func journal(for id: String, epoch: Int?) -> (any SessionJournal)? {
@@ -132,7 +183,7 @@ final class SessionPersistence: Sendable {
     func probeIfNeeded() async {
         guard isDurable else { return }
         let quiet = DispatchTime.now().uptimeNanoseconds &- lastOutcome.load(ordering: .relaxed) > Self.quietProbeInterval
-        guard !isAvailable || (shared != nil && quiet) else { return }
+        guard isFailing || (shared != nil && quiet) else { return }
         _ = await commit([.probe])
     }
 
@@ -143,14 +194,15 @@ final class SessionPersistence: Sendable {
         if shared != nil { lastOutcome.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
         switch result {
         case .success:
-            failing.store(false, ordering: .relaxed)
+            // One load per commit while all is well; the change itself is reported once.
+            if failing.load(ordering: .relaxed), failing.exchange(false, ordering: .relaxed) { report(.recovered) }
             return true
         case .failure(let error) where !error.isStoreFault:
             // A session's write refused (taken over, gone, or behind a failed write of its
             // own): the store itself answered, or was not asked.
             return false
-        case .failure:
-            failing.store(true, ordering: .relaxed)
+        case .failure(let error):
+            if !failing.exchange(true, ordering: .relaxed) { report(.failing(reason: error.description)) }
             return false
         }
     }

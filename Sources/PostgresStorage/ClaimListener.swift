@@ -30,11 +30,13 @@ final class ClaimListener: Sendable {
     }
 
     private let url: String
+    private let answerTimeout: Duration
     private let queue = DispatchQueue(label: "navd.store.listener")
     private let state = Mutex(State())
     private static let retryDelay: DispatchTimeInterval = .seconds(1)
 
-    init(url: String) {
+    init(url: String, answerTimeout: Duration) {
+        self.answerTimeout = answerTimeout
         self.url = url
     }
 
@@ -64,7 +66,7 @@ final class ClaimListener: Sendable {
     private func connect() {
         guard !state.withLock({ $0.closed }) else { return }
         do throws(PostgresConnection.Failure) {
-            let connection = try PostgresConnection(url: url)
+            let connection = try PostgresConnection(url: url, answerTimeout: answerTimeout)
             try connection.execute("LISTEN \(PostgresSchema.claimsChannel)")
             // Listening from here on: whatever was announced before, the rows say now.
             try catchUp(on: connection)

@@ -26,6 +26,10 @@ final class PostgresConnection {
         /// The connection was lost while committing and whether the commit happened could not be
         /// learned: its writes may be stored, or not.
         var outcomeUnknown = false
+        /// The server did not answer: a statement outlived the connection's `answerTimeout` (and
+        /// the connection was dropped), or the connection could not be opened again. Worth no
+        /// second try at once, which would wait as long again.
+        var unanswered = false
 
         var description: String {
             let text = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
@@ -33,11 +37,18 @@ final class PostgresConnection {
         }
     }
 
+    /// How long a statement may wait for the server's answer before the connection is dropped.
+    /// The server's own bounds (`statementTimeout`, `lockTimeout`) answer first when it can
+    /// answer at all; this one is for a server that cannot: its process stopped or its disk
+    /// stalled, while its kernel still acknowledges the traffic, so TCP's timeouts never fire.
+    var answerTimeout: Duration
+
     /// Connects with a URL or key=value string; what the URL says wins over navd's defaults: a
     /// 5 s connect timeout, the application name, and TCP keepalives and a user timeout, so a
     /// server that went silent (a partition, a dead host) fails the statement waiting on it in
     /// about 10 s instead of the system's two hours.
-    init(url: String) throws(Failure) {
+    init(url: String, answerTimeout: Duration = PostgresSessionStore.defaultAnswerTimeout) throws(Failure) {
+        self.answerTimeout = answerTimeout
         let keywords = ["connect_timeout", "application_name", "keepalives", "keepalives_idle", "keepalives_interval",
                         "keepalives_count", "tcp_user_timeout", "dbname"]
         let values = ["5", "navd", "1", "4", "2", "3", "10000", url]
@@ -53,6 +64,9 @@ final class PostgresConnection {
             throw Failure(message: message.isEmpty ? "cannot connect" : message)
         }
         handle = connection
+        // Every statement is sent and awaited without blocking, so that none waits past its
+        // deadline (`exchange`).
+        PQsetnonblocking(handle, 1)
         // Kept across `PQreset`: notices are the connection's, not the socket's.
         PQsetNoticeReceiver(handle, { context, result in
             guard let context, let result else { return }
@@ -95,19 +109,27 @@ final class PostgresConnection {
     /// Reconnects when the server went away (a restart, a failover); prepared statements are
     /// per connection, so they are prepared again.
     func reconnectIfNeeded() throws(Failure) {
-        if PQstatus(handle) == CONNECTION_OK, configured { return }
-        if PQstatus(handle) != CONNECTION_OK {
+        if isConnected, configured { return }
+        if !isConnected {
             configured = false
+            dropped = false
             PQreset(handle)
+            PQsetnonblocking(handle, 1)
             statements.removeAll()
             lane = CommitLane.make()
-            guard PQstatus(handle) == CONNECTION_OK else { throw Failure(message: String(cString: PQerrorMessage(handle))) }
+            guard PQstatus(handle) == CONNECTION_OK else {
+                throw Failure(message: String(cString: PQerrorMessage(handle)), unanswered: true)
+            }
         }
         try configure()
     }
 
-    /// Whether the connection still stands (libpq noticed no loss).
-    var isConnected: Bool { PQstatus(handle) == CONNECTION_OK }
+    /// Whether the connection still stands: libpq noticed no loss, and no deadline dropped it.
+    var isConnected: Bool { !dropped && PQstatus(handle) == CONNECTION_OK }
+
+    /// Set when a statement outlived `answerTimeout`: the socket is shut, and the connection is
+    /// opened again before its next use.
+    private var dropped = false
 
     /// The socket, for a read source that wakes when notifications arrive; -1 without one.
     var socket: Int32 { PQsocket(handle) }
@@ -157,7 +179,8 @@ final class PostgresConnection {
                 return value
             case .failed(let failure):
                 // Not one that may have committed: run again, it could be stored twice.
-                guard attempt == 1, !isConnected, !failure.outcomeUnknown else { throw failure }
+                // Nor one the server left unanswered: a second try would wait as long again.
+                guard attempt == 1, !isConnected, !failure.outcomeUnknown, !failure.unanswered else { throw failure }
                 try reconnectIfNeeded()
             case .lostWhileCommitting(let mark, let value, let failure):
                 switch settle(mark) {
@@ -310,10 +333,10 @@ final class PostgresConnection {
     /// The integer in the first column of the last result of `sql`, a simple query (several
     /// statements allowed, one round trip); nil when it returned no row.
     private func optionalInteger(ofSimpleQuery sql: String) throws(Failure) -> Int? {
-        let result = PQexec(handle, sql)
+        let result = try exchange { PQsendQuery(handle, sql) }
         defer { PQclear(result) }
         try check(result)
-        guard let result, PQntuples(result) > 0 else { return nil }
+        guard PQntuples(result) > 0 else { return nil }
         guard PQntuples(result) == 1, let text = PQgetvalue(result, 0, 0), let value = Int(String(cString: text)) else {
             throw Failure(message: "expected one integer from \(sql)")
         }
@@ -322,7 +345,7 @@ final class PostgresConnection {
 
     /// Runs SQL with no parameters (several statements allowed).
     func execute(_ sql: String) throws(Failure) {
-        let result = PQexec(handle, sql)
+        let result = try exchange { PQsendQuery(handle, sql) }
         defer { PQclear(result) }
         try check(result)
     }
@@ -350,10 +373,9 @@ final class PostgresConnection {
             offset += bytes.count
         }
         let formats = [Int32](repeating: 1, count: values.count)
-        let result = PQexecPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 1)
+        let result = try exchange { PQsendQueryPrepared(handle, name, Int32(values.count), pointers, lengths, formats, 1) }
         defer { PQclear(result) }
         try check(result)
-        guard let result else { return }
         for index in 0..<PQntuples(result) { try row(PostgresRow(result: result, row: index)) }
     }
 
@@ -367,15 +389,85 @@ final class PostgresConnection {
     private func prepared(_ sql: String, types: [Oid]) throws(Failure) -> String {
         if let name = statements[sql] { return name }
         let name = "navd_\(statements.count + 1)"
-        let result = PQprepare(handle, name, sql, Int32(types.count), types)
+        let result = try exchange { PQsendPrepare(handle, name, sql, Int32(types.count), types) }
         defer { PQclear(result) }
         try check(result)
         statements[sql] = name
         return name
     }
 
-    private func check(_ result: OpaquePointer?) throws(Failure) {
-        guard let result else { throw Failure(message: String(cString: PQerrorMessage(handle))) }
+    /// What the statement `send` sends (a `PQsend…` call) came to: its last result, or its
+    /// first error, as `PQexec` would return, waited for until `answerTimeout` has passed. The
+    /// caller clears it. At the deadline the connection is dropped: its socket is shut, so the
+    /// server ends the transaction whenever it wakes, and the next use connects again.
+    private func exchange(_ send: () -> Int32) throws(Failure) -> OpaquePointer {
+        guard !dropped else { throw Failure(message: "the connection was dropped") }
+        guard send() == 1 else { throw lostConnection() }
+        let deadline = ContinuousClock.now + answerTimeout
+        // Sent in full first: a large statement to a server that stopped reading must not block.
+        while true {
+            let flushed = PQflush(handle)
+            if flushed == 0 { break }
+            guard flushed == 1 else { throw lostConnection() }
+            let ready = try waitForSocket(Int16(POLLIN | POLLOUT), until: deadline)
+            // libpq asks for input to be read while it waits to write (the server may be
+            // sending notices, and would stop reading until they are taken).
+            if ready & Int16(POLLIN | POLLERR | POLLHUP) != 0, PQconsumeInput(handle) != 1 { throw lostConnection() }
+        }
+        var kept: OpaquePointer?
+        while true {
+            while PQisBusy(handle) == 1 {
+                do throws(Failure) {
+                    _ = try waitForSocket(Int16(POLLIN), until: deadline)
+                } catch {
+                    PQclear(kept)
+                    throw error
+                }
+                guard PQconsumeInput(handle) == 1 else {
+                    PQclear(kept)
+                    throw lostConnection()
+                }
+            }
+            guard let result = PQgetResult(handle) else { break }
+            if let earlier = kept, PQresultStatus(earlier) == PGRES_FATAL_ERROR {
+                PQclear(result)
+            } else {
+                PQclear(kept)
+                kept = result
+            }
+        }
+        guard let kept else { throw lostConnection() }
+        return kept
+    }
+
+    /// Waits until the socket is ready for `events`; past `deadline`, drops the connection and
+    /// throws a failure that says so.
+    private func waitForSocket(_ events: Int16, until deadline: ContinuousClock.Instant) throws(Failure) -> Int16 {
+        let socket = PQsocket(handle)
+        guard socket >= 0 else { throw lostConnection() }
+        while true {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else {
+                dropped = true
+                shutdown(socket, Int32(SHUT_RDWR))
+                throw Failure(message: "the database did not answer within \(answerTimeout.seconds) s; the connection was dropped",
+                              unanswered: true)
+            }
+            var descriptor = pollfd(fd: socket, events: events, revents: 0)
+            let milliseconds = Int32(clamping: Int((remaining.seconds * 1000).rounded(.up)))
+            let ready = poll(&descriptor, 1, milliseconds)
+            if ready > 0 { return descriptor.revents }
+            guard ready == 0 || errno == EINTR else { throw Failure(message: "poll: \(String(cString: strerror(errno)))") }
+        }
+    }
+
+    /// libpq's own account of why the connection failed.
+    private func lostConnection() -> Failure {
+        let message = String(cString: PQerrorMessage(handle))
+        return Failure(message: message.isEmpty ? "the connection was lost" : message)
+    }
+
+    private func check(_ result: OpaquePointer) throws(Failure) {
         let status = PQresultStatus(result)
         guard status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK else { return }
         let message = String(cString: PQresultErrorMessage(result))

@@ -29,6 +29,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
     private let sweeps = DispatchQueue(label: "navd.store.sweeps")
     private let listener: ClaimListener
     private let url: String
+    /// How long any statement waits for the server (`PostgresConnection.answerTimeout`).
+    private let answerTimeout: Duration
     private let closed = Atomic<Bool>(false)
     private let counters = Mutex(StorageStatistics())
     /// When the store's size was last asked for: asked on the writer, at most every few seconds.
@@ -36,20 +38,27 @@ public final class PostgresSessionStore: SharedSessionStorage {
 
     private static let sizeInterval: Duration = .seconds(5)
 
+    /// How long a statement waits for the server by default: a little over the server's own
+    /// `statement_timeout` (15 s), so a statement the server cancels fails with the server's
+    /// message and keeps its connection; only a server that cannot answer at all meets it.
+    public static let defaultAnswerTimeout: Duration = .seconds(20)
+
     /// Connects to `url` (`postgresql://user:password@host:port/database?…`) and brings the
     /// tables up to date; refuses a database written by a newer navd. The URL (and its
     /// password) never appears in an error. `completionRound` runs the completions of each
-    /// commit together (`GroupCommit.CompletionRound`).
-    public init(url: String, retention: EventRetention,
+    /// commit together (`GroupCommit.CompletionRound`). A statement the server leaves unanswered
+    /// for `answerTimeout` fails, and its connection is opened again for the next.
+    public init(url: String, retention: EventRetention, answerTimeout: Duration = PostgresSessionStore.defaultAnswerTimeout,
                 completionRound: @escaping GroupCommit.CompletionRound = { $0() }) throws(StorageError) {
         writer = GroupCommit(label: "navd.store.writer", completionRound: completionRound)
         self.retention = retention
         self.url = url
-        self.listener = ClaimListener(url: url)
+        self.answerTimeout = answerTimeout
+        self.listener = ClaimListener(url: url, answerTimeout: answerTimeout)
         let connection: PostgresConnection
         let found: Int
         do throws(PostgresConnection.Failure) {
-            connection = try PostgresConnection(url: url)
+            connection = try PostgresConnection(url: url, answerTimeout: answerTimeout)
             found = try Self.migrate(connection)
         } catch {
             throw .cannotOpen("PostgreSQL: \(error)")
@@ -82,6 +91,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
             // A start may wait for another node's migration, and a migration for the tables'
             // users: longer than a request's transaction may, still not forever.
             try connection.execute("SET LOCAL lock_timeout TO '60s'; SET LOCAL statement_timeout TO '120s'")
+            let answerTimeout = connection.answerTimeout
+            connection.answerTimeout = max(answerTimeout, .seconds(125))
+            defer { connection.answerTimeout = answerTimeout }
             try connection.run("SELECT pg_advisory_xact_lock($1)", [.integer(PostgresSchema.migrationLock)])
             // Up to date: no DDL at all, so a node starting beside serving ones takes no lock
             // on their tables (ALTER TABLE locks the table even when the column exists).
@@ -311,7 +323,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
         if let connection {
             current = connection
         } else {
-            current = try PostgresConnection(url: url)
+            current = try PostgresConnection(url: url, answerTimeout: answerTimeout)
         }
         connection = current
         try current.reconnectIfNeeded()
@@ -548,6 +560,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
         if let bytes { counters.withLock { $0.bytesOnDisk = bytes } }
     }
 
+    public func commitRunningFor() -> Duration? { writer.runningFor }
+
     public func statistics() -> StorageStatistics {
         counters.withLock { $0 }
     }
@@ -565,7 +579,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
 }
 
 extension Duration {
-    fileprivate var seconds: Double {
+    var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
@@ -574,7 +588,8 @@ extension Duration {
 extension PostgresConnection.Failure {
     /// As the store reports it; a commit that may have happened is never "unavailable".
     fileprivate var storageError: StorageError {
-        outcomeUnknown ? .outcomeUnknown("PostgreSQL: \(self)") : .unavailable("PostgreSQL: \(self)")
+        if outcomeUnknown { return .outcomeUnknown("PostgreSQL: \(self)") }
+        return unanswered ? .unreachable("PostgreSQL: \(self)") : .unavailable("PostgreSQL: \(self)")
     }
 }
 

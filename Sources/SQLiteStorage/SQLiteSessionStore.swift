@@ -463,6 +463,8 @@ public final class SQLiteSessionStore: SessionStorage {
         counters.withLock { $0.record(commitSucceeded: succeeded, requests: requests, seconds: seconds) }
     }
 
+    public func commitRunningFor() -> Duration? { writer.runningFor }
+
     public func statistics() -> StorageStatistics {
         var statistics = counters.withLock { $0 }
         statistics.bytesOnDisk = [path, path + "-wal"].reduce(0) { total, file in

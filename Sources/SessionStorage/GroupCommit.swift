@@ -59,6 +59,8 @@ public final class GroupCommit: Sendable {
 
     private let writer: DispatchQueue
     private let pending = Mutex(Pending())
+    /// When the commit running now began (`DispatchTime` nanoseconds), 0 when none runs.
+    private let runningSince = Atomic<UInt64>(0)
     private let completionRound: CompletionRound
 
     public init(label: String, completionRound: @escaping CompletionRound = { $0() }) {
@@ -83,6 +85,22 @@ public final class GroupCommit: Sendable {
         case .wait: break
         case .drain: writer.async { self.drain(commitTogether, afterRound) }
         }
+    }
+
+    /// How long the commit running now has taken so far; nil when none runs. Commits take
+    /// milliseconds: one that takes seconds is stuck on the engine (a disk that hangs, a
+    /// database that stopped answering), which is worth saying before it fails, if it ever does.
+    public var runningFor: Duration? {
+        let since = runningSince.load(ordering: .relaxed)
+        guard since != 0 else { return nil }
+        return .nanoseconds(Int64(bitPattern: DispatchTime.now().uptimeNanoseconds &- since))
+    }
+
+    /// `commitTogether(requests)`, timed for `runningFor`.
+    private func timed(_ commitTogether: Committer, _ requests: [[StoreWrite]]) -> Result<[Verdict], StorageError> {
+        runningSince.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
+        defer { runningSince.store(0, ordering: .relaxed) }
+        return commitTogether(requests)
     }
 
     /// Runs `work` on the writer, between commits.
@@ -119,7 +137,7 @@ public final class GroupCommit: Sendable {
             if batch.isEmpty { return }
             let admitted = batch.filter { $0.admitted() }
             if admitted.isEmpty { continue }
-            let result = commitTogether(admitted.map(\.writes))
+            let result = timed(commitTogether, admitted.map(\.writes))
             complete(admitted, result, commitTogether)
             afterRound()
         }
@@ -132,14 +150,15 @@ public final class GroupCommit: Sendable {
             completionRound {
                 for (request, verdict) in zip(admitted, verdicts) { request.completion(Self.outcome(verdict, request)) }
             }
-        case .failure(let error) where admitted.count > 1 && !error.leavesTheBatchUnknown:
+        case .failure(let error) where admitted.count > 1 && !error.leavesTheBatchUnknown && !error.isUnanswered:
             // One request's bad write must not fail its neighbours': on failure, each
             // request is tried alone (a full disk fails them all again, quickly). Asked
             // again, since a failure just before may be one it depends on. Each is answered
             // as its own commit ends, not after every other's. Not a batch that may have been
-            // stored: written again, its requests would be stored twice.
+            // stored: written again, its requests would be stored twice. Nor one the store
+            // never answered: each request alone would wait as long again.
             for request in admitted where request.admitted() {
-                let result = commitTogether([request.writes]).flatMap { Self.outcome($0.first ?? .fenced, request) }
+                let result = timed(commitTogether, [request.writes]).flatMap { Self.outcome($0.first ?? .fenced, request) }
                 completionRound { request.completion(result) }
             }
         case .failure(let error):
@@ -153,6 +172,11 @@ public final class GroupCommit: Sendable {
 extension StorageError {
     fileprivate var leavesTheBatchUnknown: Bool {
         if case .outcomeUnknown = self { return true }
+        return false
+    }
+
+    fileprivate var isUnanswered: Bool {
+        if case .unreachable = self { return true }
         return false
     }
 }

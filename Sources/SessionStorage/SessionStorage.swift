@@ -27,6 +27,10 @@ public protocol SessionStorage: Sendable {
 
     /// Counters for `/metrics`; cheap enough to call on every scrape.
     func statistics() -> StorageStatistics
+
+    /// How long the commit running now has taken so far, nil when none runs
+    /// (`GroupCommit.runningFor`); cheap enough to ask on every readiness check.
+    func commitRunningFor() -> Duration?
 }
 
 /// A store several nodes share, each session owned by one node at a time.
@@ -119,6 +123,9 @@ public enum SessionClaim: Sendable {
 }
 
 extension SessionStorage {
+    /// A store that commits in no time of its own (test doubles).
+    public func commitRunningFor() -> Duration? { nil }
+
     /// Writes that depend on no other write.
     public func commit(_ writes: [StoreWrite], completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
         commit(writes, admissible: { true }, completion: completion)
@@ -280,6 +287,10 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotOpen(String)
     /// The disk is full or an I/O error happened; the batch was rolled back.
     case unavailable(String)
+    /// The store did not answer: a database that cannot be reached, or one that stopped
+    /// answering until the store's deadline. Nothing was written; every other write would wait
+    /// as long, so none is tried again at once.
+    case unreachable(String)
     /// The store was lost in the middle of committing the batch and cannot say whether it did:
     /// the batch may be stored, whole, or not at all. A node holding its sessions must not take
     /// its own copies for the stored ones: it lets them go, to be read again from the store.
@@ -302,7 +313,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     public var isFencedOff: Bool {
         switch self {
         case .fenced, .deleted, .expired: true
-        case .cannotOpen, .unavailable, .outcomeUnknown, .notAttempted: false
+        case .cannotOpen, .unavailable, .unreachable, .outcomeUnknown, .notAttempted: false
         }
     }
 
@@ -310,7 +321,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// refusal of one session's write.
     public var isStoreFault: Bool {
         switch self {
-        case .cannotOpen, .unavailable, .outcomeUnknown: true
+        case .cannotOpen, .unavailable, .unreachable, .outcomeUnknown: true
         case .fenced, .deleted, .expired, .notAttempted: false
         }
     }
@@ -319,6 +330,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .cannotOpen(let reason): "cannot open the session store: \(reason)"
         case .unavailable(let reason): "the session store is unavailable: \(reason)"
+        case .unreachable(let reason): "the session store does not answer: \(reason)"
         case .outcomeUnknown(let reason): "the session store may or may not have stored the change: \(reason)"
         case .fenced(let id): "another node owns session \(id) now"
         case .deleted(let id): "session \(id) was deleted"

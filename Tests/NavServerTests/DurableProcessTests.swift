@@ -147,6 +147,7 @@ import TestSupport
         #expect(failure.header("Retry-After") != nil)
         let ready = try await client.request("GET", "/readyz", headers: [])
         #expect(ready.status == 503)
+        #expect(ready.json["error"]?["message"]?.stringValue?.contains("its last commit failed") == true, "\(ready.text)")
         let state = try await client.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
         let version = try #require(state.json["version"]?.intValue)
 
@@ -160,6 +161,19 @@ import TestSupport
         let answer = try await client.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root","action":"incrementButtonTapped"}"#)
         #expect(answer.status == 200)
         #expect(answer.json["version"]?.intValue == version + 1, "the refused change left nothing behind")
+
+        // The log says why once, not once per refused request, and says when it is over.
+        navd.process.terminate()
+        #expect(await navd.wait(timeout: .seconds(10)))
+        let lines = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n").compactMap { try? JSONParser.parse(Array($0.utf8)) }
+        let events = lines.compactMap { $0["event"]?.stringValue }
+        let failed = try #require(lines.first { $0["event"] == "store_unavailable" }, "\(events)")
+        #expect(failed["level"] == "error")
+        #expect(failed["reason"]?.stringValue?.isEmpty == false)
+        #expect(events.filter { $0 == "store_unavailable" }.count == 1, "\(events)")
+        let failedIndex = try #require(events.firstIndex(of: "store_unavailable"))
+        #expect(events[failedIndex...].contains("store_available"), "\(events)")
     }
 
     static func freshDirectory() -> String {

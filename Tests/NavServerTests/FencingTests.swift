@@ -508,7 +508,7 @@ struct FencingTests {
     /// without `end`, and the next request claims the session again, with what the store holds.
     @Test func aCommitOfUnknownOutcomeLetsTheCopyGoAndTheNextRequestReadsTheStore() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
-        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
+        let proxy = try PostgresFaultProxy(to: try PostgresServer.shared().port)
         defer { proxy.stop() }
         let node = try await Self.node(proxy.url(database: String(url.split(separator: "/").last ?? "")))
         let (id, token) = try await node.session("counter")
@@ -538,7 +538,7 @@ struct FencingTests {
     /// the next request finds it gone.
     @Test func aDeleteOfUnknownOutcomeLetsTheCopyGo() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
-        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
+        let proxy = try PostgresFaultProxy(to: try PostgresServer.shared().port)
         defer { proxy.stop() }
         let node = try await Self.node(proxy.url(database: String(url.split(separator: "/").last ?? "")), deaf: true)
         let (id, token) = try await node.session("counter")

@@ -85,6 +85,64 @@ import TestSupport
         #expect(stored == ["2"], "both increments are stored")
     }
 
+    /// A database that stops answering while its kernel still takes the traffic (its process
+    /// stopped, its disk hung) makes navd not ready within seconds, while the commit still
+    /// waits, and the log says so; once the database answers, the waiting action is
+    /// acknowledged, navd is ready again, and the log says that too.
+    @Test(.enabled(if: PostgresServer.isAvailable, "no PostgreSQL server could be started here (initdb/pg_ctl missing, or no user to run it as)"))
+    func aDatabaseThatStopsAnsweringMakesNavdNotReadyUntilItAnswers() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let proxy = try PostgresFaultProxy(to: try PostgresServer.shared().port)
+        defer { proxy.stop() }
+        let running = try Running(Self.flags + ["--database-url", proxy.url(database: String(url.split(separator: "/").last ?? ""))])
+        defer { running.process.terminate() }
+        try running.waitUntilListening()
+        let (id, token) = try await DurableProcessTests.createCounter(port: running.port)
+        let client = try LoopbackClient(port: running.port)
+        let port = running.port
+
+        proxy.stall(true)
+        let stalledAt = ContinuousClock.now
+        let action = Task {
+            try await LoopbackClient(port: port).request("POST", "/sessions/\(id)/actions", token: token,
+                                                         json: #"{"target":"root","action":"incrementButtonTapped"}"#)
+        }
+        var notReady: LoopbackClient.Response?
+        while notReady == nil, ContinuousClock.now - stalledAt < .seconds(12) {
+            let ready = try await client.request("GET", "/readyz", headers: [])
+            if ready.status == 503 { notReady = ready } else { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        let refused = try #require(notReady, "not ready while the commit hangs")
+        #expect(ContinuousClock.now - stalledAt >= .milliseconds(4500), "not before the commit has hung for a while")
+        #expect(refused.json["error"]?["code"] == "storage_unavailable")
+        #expect(refused.json["error"]?["message"]?.stringValue?.contains("has not finished a commit") == true, "\(refused.text)")
+        // The log's watch looks once a second.
+        try await Task.sleep(for: .milliseconds(1500))
+
+        proxy.stall(false)
+        let answer = try await action.value
+        #expect(answer.status == 200, "acknowledged once the database answers: \(answer.text)")
+        var readyAgain = false
+        for _ in 0..<50 where !readyAgain {
+            readyAgain = try await client.request("GET", "/readyz", headers: []).status == 200
+            if !readyAgain { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(readyAgain)
+        try await Task.sleep(for: .milliseconds(1500))
+
+        running.process.terminate()
+        #expect(await running.wait(timeout: .seconds(10)))
+        let lines = String(decoding: running.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n").compactMap { try? JSONParser.parse(Array($0.utf8)) }
+        let events = lines.compactMap { $0["event"]?.stringValue }
+        let stalled = try #require(lines.first { $0["event"] == "store_stalled" }, "\(events)")
+        #expect(stalled["level"] == "error")
+        #expect((stalled["seconds"]?.intValue ?? 0) >= 5)
+        let stalledIndex = try #require(events.firstIndex(of: "store_stalled"))
+        #expect(events[stalledIndex...].contains("store_available"), "\(events)")
+        #expect(!events.contains("store_unavailable"), "no commit failed: \(events)")
+    }
+
     @Test func withoutADatabaseURLOrAReachableDatabaseNavdExitsWithCode2() async throws {
         let missing = try Running(Self.flags)
         #expect(await missing.wait(timeout: .seconds(5)))

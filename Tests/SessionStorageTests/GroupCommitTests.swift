@@ -82,4 +82,38 @@ import Testing
             "commit of 2", "round begins", "unknown 1", "unknown 2", "round ends",
         ])
     }
+
+    /// A batch the store never answered (a database that stopped answering) is not tried again
+    /// request by request either: each would wait as long again. Every request of it gets the
+    /// failure, in one round.
+    @Test func aBatchTheStoreNeverAnsweredIsNotTriedRequestByRequest() async {
+        let log = await run(3) { $0 > 1 ? .failure(.unreachable("no answer within the deadline")) : .success([.written]) }
+        #expect(log == [
+            "commit of 1", "round begins", "answer 0", "round ends",
+            "commit of 2", "round begins", "round ends",
+        ])
+    }
+
+    /// `runningFor` says how long the commit running now has taken, and nothing between commits:
+    /// what readiness reads to tell a stalled store from a quiet one.
+    @Test func runningForIsTheAgeOfTheCommitInProgress() async {
+        let commits = GroupCommit(label: "test.writer")
+        #expect(commits.runningFor == nil, "no commit yet")
+        let started = Atomic<Bool>(false)
+        let release = Atomic<Bool>(false)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            commits.submit([.probe], admissible: { true }, completion: { _ in done.resume() }, commitTogether: { requests in
+                started.store(true, ordering: .releasing)
+                while !release.load(ordering: .acquiring) { usleep(1_000) }
+                return .success(requests.map { _ in .written })
+            })
+            while !started.load(ordering: .acquiring) { usleep(1_000) }
+            usleep(50_000)
+            let running = commits.runningFor
+            #expect(running.map { $0 >= .milliseconds(50) && $0 < .seconds(5) } == true, "\(String(describing: running))")
+            release.store(true, ordering: .releasing)
+        }
+        commits.close()
+        #expect(commits.runningFor == nil, "none after it")
+    }
 }

@@ -399,7 +399,7 @@ struct PostgresOwnershipTests {
             CREATE FUNCTION sleep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(30); RETURN NULL; END $$;
             CREATE CONSTRAINT TRIGGER sleep AFTER INSERT ON slow DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION sleep();
             """)
-        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
+        let proxy = try PostgresFaultProxy(to: try PostgresServer.shared().port)
         defer { proxy.stop() }
         let proxied = proxy.url(database: String(url.split(separator: "/").last ?? ""))
         proxy.arm(.afterTheServer)
@@ -436,7 +436,7 @@ struct PostgresOwnershipTests {
                 RETURN NULL; END $$;
             CREATE CONSTRAINT TRIGGER late AFTER INSERT ON late DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION late();
             """)
-        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
+        let proxy = try PostgresFaultProxy(to: try PostgresServer.shared().port)
         defer { proxy.stop() }
         let proxied = proxy.url(database: String(url.split(separator: "/").last ?? ""))
         proxy.arm(.afterTheServer)
@@ -559,12 +559,66 @@ struct PostgresOwnershipTests {
 
     /// A store that reaches a fresh database through a proxy that can cut a COMMIT, with a
     /// session it created; `url` is the database's own, without the proxy.
-    func aSessionThroughACuttingProxy() async throws -> (url: String, proxy: CommitCuttingProxy, store: PostgresSessionStore) {
+    func aSessionThroughACuttingProxy(answerTimeout: Duration = PostgresSessionStore.defaultAnswerTimeout) async throws
+        -> (url: String, proxy: PostgresFaultProxy, store: PostgresSessionStore) {
         let url = try await Self.freshDatabase()
-        let proxy = try CommitCuttingProxy(to: try PostgresServer.shared().port)
-        let store = try await open(proxy.url(database: String(url.split(separator: "/").last ?? "")))
+        let proxy = try PostgresFaultProxy(to: try PostgresServer.shared().port)
+        let proxied = proxy.url(database: String(url.split(separator: "/").last ?? ""))
+        let retention = retention
+        let store = try await offThePool { try PostgresSessionStore(url: proxied, retention: retention, answerTimeout: answerTimeout) }
         await create(store)
         return (url, proxy, store)
+    }
+
+    /// A server that stops answering while its kernel still takes the traffic (its process
+    /// stopped, its disk hung) fires neither its own timeouts nor TCP's. The store's deadline
+    /// fails the commit, and the commits queued behind it fail together as soon as the
+    /// connection cannot be opened again, not one by one, each waiting as long; nothing was
+    /// written. Once the server answers, the next commit connects anew and is written.
+    @Test func aServerThatStopsAnsweringFailsCommitsByTheDeadlineAndTheStoreGoesOnOnceItAnswers() async throws {
+        let (url, proxy, store) = try await aSessionThroughACuttingProxy(answerTimeout: .milliseconds(1500))
+        defer {
+            store.close()
+            proxy.stop()
+        }
+        proxy.stall(true)
+        let started = ContinuousClock.now
+        let first = Task { await commit(store, step(1, epoch: SessionEpoch.created)) }
+        try await Task.sleep(for: .milliseconds(300))
+        // Queued behind the first: committed together, in the next round.
+        let queued = (2...4).map { version in Task { await commit(store, step(version, epoch: SessionEpoch.created)) } }
+        let firstError = await first.value
+        let firstTook = ContinuousClock.now - started
+        var queuedErrors: [StorageError?] = []
+        for task in queued { queuedErrors.append(await task.value) }
+        let allTook = ContinuousClock.now - started
+        #expect(firstError.map { if case .unreachable = $0 { true } else { false } } == true, "\(String(describing: firstError))")
+        #expect(firstTook >= .milliseconds(1400) && firstTook < .seconds(5), "failed at its deadline, without a second try: \(firstTook)")
+        #expect(queuedErrors.allSatisfy { $0 != nil }, "\(queuedErrors)")
+        // A reconnection through the stalled proxy waits for libpq's 5 s connect timeout once;
+        // tried request by request, it would wait that long for each of the three.
+        #expect(allTook < .seconds(12), "the queued commits failed together: \(allTook)")
+
+        proxy.stall(false)
+        #expect(await commit(store, step(1, epoch: SessionEpoch.created)) == nil, "written once the server answers")
+        #expect(try await query(url, "SELECT string_agg(version::text, ',') FROM navd_transactions") == ["1"], "and nothing before it")
+    }
+
+    /// A commit the server made whose reply does not come, on a connection that stays open, is
+    /// dropped at the deadline and looked up: reported as written, since it was.
+    @Test func aCommitWhoseReplyNeverComesIsLookedUpAfterTheDeadline() async throws {
+        let (url, proxy, store) = try await aSessionThroughACuttingProxy(answerTimeout: .milliseconds(1500))
+        defer {
+            store.close()
+            proxy.stop()
+        }
+        proxy.arm(.replyHeld)
+        let started = ContinuousClock.now
+        #expect(await commit(store, step(1, epoch: SessionEpoch.created)) == nil, "reported as the commit it was")
+        #expect(ContinuousClock.now - started >= .milliseconds(1400), "after the deadline")
+        #expect(proxy.cutCount == 1, "the reply was held")
+        #expect(try await query(url, "SELECT string_agg(version::text, ',') FROM navd_transactions") == ["1"], "stored once")
+        #expect(await commit(store, step(2, epoch: SessionEpoch.created)) == nil, "and the store goes on")
     }
 
     /// A node frozen mid-commit holds its session's row: a claim or a commit that needs the row

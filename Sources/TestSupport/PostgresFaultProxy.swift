@@ -7,16 +7,21 @@ import Foundation
 import HTTP
 import Synchronization
 
-/// A loopback relay between libpq and a PostgreSQL server that cuts a connection at the one
-/// moment a test cannot reach from either end: a transaction's `COMMIT`. Everything else passes
-/// through untouched (libpq's simple query for `COMMIT` is recognised by its bytes).
-public final class CommitCuttingProxy: Sendable {
+/// A loopback relay between libpq and a PostgreSQL server that fails the way networks and
+/// servers do at moments a test cannot reach from either end: a connection cut at a
+/// transaction's `COMMIT`, a reply that never comes, a server that stops answering while its
+/// kernel still takes the traffic. Everything else passes through untouched (libpq's simple
+/// query for `COMMIT` is recognised by its bytes).
+public final class PostgresFaultProxy: Sendable {
     /// Where the next `COMMIT` is cut.
     public enum Cut: Sendable {
         /// The server never receives it: nothing is committed, and the client's connection is lost.
         case beforeTheServer
         /// The server receives it and commits, and its reply never reaches the client.
         case afterTheServer
+        /// The server receives it and commits, and the connection stays open, but nothing the
+        /// server sends reaches the client any more: a reply lost without the connection.
+        case replyHeld
     }
 
     public let port: Int
@@ -25,6 +30,7 @@ public final class CommitCuttingProxy: Sendable {
     private let armed = Mutex<Cut?>(nil)
     private let cuts = Atomic<Int>(0)
     private let refusing = Atomic<Bool>(false)
+    private let stalled = Atomic<Bool>(false)
 
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
@@ -74,6 +80,18 @@ public final class CommitCuttingProxy: Sendable {
         refusing.store(refuse, ordering: .relaxed)
     }
 
+    /// While `stall` holds, nothing is relayed either way on any connection, new ones included:
+    /// the server seems stopped (`SIGSTOP`, a disk that hangs under it) while the kernel still
+    /// accepts and acknowledges the traffic, so no TCP timeout fires. What was held is relayed
+    /// once the stall ends, as a server that resumes reads what waited.
+    public func stall(_ stall: Bool) {
+        stalled.store(stall, ordering: .relaxed)
+    }
+
+    private func waitWhileStalled() {
+        while stalled.load(ordering: .relaxed) { usleep(5_000) }
+    }
+
     /// How many `COMMIT`s were cut so far.
     public var cutCount: Int { cuts.load(ordering: .relaxed) }
 
@@ -116,11 +134,12 @@ public final class CommitCuttingProxy: Sendable {
             pumpToServer(relayed)
             relayed.finished()
         }
-        Thread.detachNewThread {
+        Thread.detachNewThread { [self] in
             var buffer = [UInt8](repeating: 0, count: 16_384)
             while true {
                 let count = buffer.withUnsafeMutableBytes { recv(server, $0.baseAddress, $0.count, 0) }
                 guard count > 0 else { break }
+                waitWhileStalled()
                 // Once cut, the server's reply is read and dropped: nothing more reaches the client.
                 if !relayed.isCut { Self.forward(buffer[0..<count], to: client) }
             }
@@ -135,6 +154,7 @@ public final class CommitCuttingProxy: Sendable {
         while true {
             let count = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
             guard count > 0 else { break }
+            waitWhileStalled()
             let chunk = Array(buffer[0..<count])
             if let start = Self.find(Self.commitMessage, in: chunk), let cut = armed.withLock({ armed in defer { armed = nil }; return armed }) {
                 relayed.cut()
@@ -149,6 +169,10 @@ public final class CommitCuttingProxy: Sendable {
                     // reply is read and dropped by the other pump.
                     Self.forward(chunk[0..<end], to: server)
                     shutdown(server, Int32(SHUT_WR))
+                case .replyHeld:
+                    // Relayed on as before; the other pump drops every reply from now on.
+                    Self.forward(chunk[...], to: server)
+                    continue
                 }
                 shutdown(client, Int32(SHUT_RDWR))
                 return
