@@ -518,6 +518,64 @@ test("every mutating endpoint, with If-Match and errors", async () => {
   session.close();
 });
 
+for (const fixture of fixtures) {
+  test(`${fixture.name}: a mutation's own events are in the tree when it resolves, and not applied twice`, async () => {
+    const events = fixture.events.filter((event) => event.event !== "end");
+    // Each step's events answer one mutation, as if this client made every change.
+    for (let split = 1; split < events.length; split++) {
+      const own = events.slice(split, split + 3);
+      const { fetcher, streams } = fakeFetch(() => [200, { version: 1, events: own }]);
+      const changes = [];
+      const session = connect("http://navd.test", {
+        id: "s1", token: TOKEN, fetch: fetcher, onChange: (change) => change.kind === "event" && changes.push(change.event.id),
+      });
+      try {
+        await until(() => streams.length === 1);
+        events.slice(0, split).forEach((event) => streams[0].send(event));
+        await until(() => session.lastEventId === events[split - 1].id);
+        await session.perform("root", "incrementButtonTapped");
+        const expected = new NavigationMirror();
+        events.slice(0, split + own.length).forEach((event) => expected.apply(event.event, event.data));
+        assert.deepStrictEqual(session.tree, expected.tree, `${fixture.name}: its events applied at ${split}`);
+        assert.equal(session.lastEventId, own.at(-1).id);
+        // The stream brings them too, then what follows: each applied once.
+        events.slice(split).forEach((event) => streams[0].send(event));
+        await until(() => session.lastEventId === events.at(-1).id);
+        assert.deepStrictEqual(session.tree, fixture.checkpoints.at(-1).navigation);
+        assert.deepEqual(changes, events.map((event) => event.id), "every event once, in order");
+        assert.equal(session.connection, "open");
+      } finally {
+        session.close();
+      }
+    }
+  });
+}
+
+test("a mutation's events that do not follow on from the tree are left to the stream", async () => {
+  const counter = fixtures.find((f) => f.name === "counter.json");
+  const [snapshot, first, second] = counter.events;
+  // Another client's change (`first`) is still on its way when this one's answer arrives.
+  const { fetcher, streams } = fakeFetch(() => [200, { version: 2, events: [second] }]);
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher });
+  try {
+    await until(() => streams.length === 1);
+    streams[0].send(snapshot);
+    await until(() => session.lastEventId === snapshot.id);
+    const answer = await session.perform("root", "factButtonTapped");
+    assert.deepEqual(answer.events, [second]);
+    assert.deepStrictEqual(session.tree, snapshot.data.navigation, "nothing applied out of order");
+    assert.equal(session.lastEventId, snapshot.id);
+    streams[0].send(first);
+    streams[0].send(second);
+    await until(() => session.lastEventId === second.id);
+    const expected = new NavigationMirror();
+    [snapshot, first, second].forEach((event) => expected.apply(event.event, event.data));
+    assert.deepStrictEqual(session.tree, expected.tree);
+  } finally {
+    session.close();
+  }
+});
+
 test("createSession posts the feature and its deep link", async () => {
   const { fetcher, calls } = fakeFetch(() => [201, { id: "s1", token: TOKEN, version: 0, state: {}, navigation: {} }]);
   const created = await createSession("http://navd.test/", "app", { path: [{ settings: {} }] }, { fetch: fetcher });

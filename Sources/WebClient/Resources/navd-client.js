@@ -439,7 +439,26 @@ export class Session {
     const target = this.path(path) + (wait ? "?wait=true" : "");
     const answer = await this.request(method, target, { body, headers: this.headers({ ifMatch }) });
     this.noteVersion(answer.version);
+    this.takeOwn(answer.events);
     return answer;
+  }
+
+  /**
+   * A mutation's own events, applied at once when they follow on from the last event the tree
+   * has, so that what the caller reads after `await` shows its change; the stream brings them
+   * again, and they are skipped by id. From the first that does not follow on (an event of
+   * another client's, or of an effect, is still on its way), they are left to the stream, which
+   * brings everything in order.
+   */
+  takeOwn(events) {
+    if (!Array.isArray(events)) return;
+    for (const event of events) {
+      if (this.lastEventId === null || this.connection === "ended") return;
+      const id = event?.id;
+      if (!Number.isInteger(id) || id <= this.lastEventId) continue;
+      if (id !== this.lastEventId + 1 || typeof event.event !== "string") return;
+      this.take(event.event, id, event.data, { fromStream: false });
+    }
   }
 
   request(method, target, options) {
@@ -541,28 +560,45 @@ export class Session {
   receive(type, message) {
     // Only an event's own id says where it stands; navd gives every event one.
     const id = message.id ? Number(message.id) : NaN;
-    // A resumed stream has nothing twice; should anything come again, it is not applied twice.
+    // A resumed stream has nothing twice, but a mutation's answer may have brought an event
+    // first (`takeOwn`): nothing is applied twice.
     if (type !== "snapshot" && this.lastEventId !== null && Number.isInteger(id) && id <= this.lastEventId) return;
     let data;
     try {
       data = JSON.parse(message.data);
+    } catch (error) {
+      return this.outOfStepWith(error);
+    }
+    this.take(type, id, data, { fromStream: true });
+  }
+
+  /** Applies one event, from the stream or from a mutation's answer. */
+  take(type, id, data, { fromStream }) {
+    try {
       this.mirror.apply(type, data);
     } catch (error) {
-      // Out of step: start over from a fresh snapshot, after a wait that grows while it keeps
-      // happening (a snapshot, then an event that does not fit it), though each stream answers.
-      this.lastEventId = null;
-      this.outOfStep += 1;
-      this.stop();
-      this.notify({ kind: "error", error });
-      return this.later();
+      return this.outOfStepWith(error);
     }
     if (Number.isInteger(id)) this.lastEventId = id;
     if (type === "snapshot") this.noteVersion(data.version);
     // The tree moved on past a snapshot: back in step.
     else this.outOfStep = 0;
-    this.setConnection("open");
+    if (fromStream) this.setConnection("open");
     this.notify({ kind: "event", event: { id, type, data } });
     if (type === "end") this.finish(data.reason);
+  }
+
+  /**
+   * An event that does not fit the tree: start over from a fresh snapshot, after a wait that
+   * grows while it keeps happening (a snapshot, then an event that does not fit it), though
+   * each stream answers.
+   */
+  outOfStepWith(error) {
+    this.lastEventId = null;
+    this.outOfStep += 1;
+    this.stop();
+    this.notify({ kind: "error", error });
+    this.later();
   }
 
   /** Reconnects after a back-off: doubling from `retry.initial` up to `retry.max`, with jitter. */
