@@ -129,6 +129,25 @@ public final class NavigationMirror {
         }
     }
 
+    /// Applies a mutation's own events (its answer lists them) at once, when they follow on
+    /// from the last event applied, so that what a caller reads right after `await` shows its
+    /// change; the stream brings them again, and they are skipped by id. From the first that
+    /// does not follow on (another client's or an effect's event is still on its way), or does
+    /// not fit, they are left to the stream, which brings everything in order.
+    ///
+    ///     mirror.apply(try await mirror.session.perform("incrementButtonTapped"))
+    public func apply(_ result: MutationResult) {
+        for (id, event) in result.events {
+            guard connection != .ended, let last = lastEventID else { return }
+            if id <= last { continue }
+            if case .snapshot = event { return }
+            guard id == last + 1, (try? NavigationTree.apply(event, to: &tree)) != nil else { return }
+            lastEventID = id
+            onEvent?(id, event)
+            if case .end(let reason) = event { finish(reason) }
+        }
+    }
+
     /// Applies one event; true when it moved the tree on past a snapshot (any applied event but
     /// a snapshot): back in step.
     private func receive(_ message: ServerSentEvent) throws -> Bool {

@@ -210,9 +210,10 @@ struct HostileTreeTests {
     }
 }
 
-/// A navd impostor on a loopback port: `POST …/stream-tickets` gets a ticket; the n-th
-/// `GET …/events` (from 0) gets `head`, then `body(n)` `repeats` times, and the connection
-/// stays open `hold` seconds (a space every 100 ms with `drip`).
+/// A navd impostor on a loopback port: `POST …/stream-tickets` gets a ticket; a path `answer`
+/// gives a JSON body for gets it with 200; the n-th `GET …/events` (from 0) gets `head`, then
+/// `body(n)` `repeats` times, and the connection stays open `hold` seconds (a space every 100 ms
+/// with `drip`).
 final class ScriptedNavd: Sendable {
     let port: Int
     private let listener: Int32
@@ -222,14 +223,20 @@ final class ScriptedNavd: Sendable {
 
     init(head: String = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
          repeats: Int = 1, hold: TimeInterval = 3, drip: Bool = false,
+         answer: @escaping @Sendable (String) -> String? = { _ in nil },
          body: @escaping @Sendable (Int) -> String) throws {
         (listener, port) = try Loopback.listen()
         let listener = self.listener
         Thread { [self] in
             Loopback.serveEach(listener) { connection in
-                if Loopback.readRequestPath(connection).hasSuffix("/stream-tickets") {
+                let path = Loopback.readRequestPath(connection)
+                if path.hasSuffix("/stream-tickets") {
                     let json = #"{"ticket":"t","expiresIn":60}"#
                     Loopback.send(connection, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\nConnection: close\r\n\r\n\(json)")
+                    return
+                }
+                if let json = answer(path) {
+                    Loopback.send(connection, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\nConnection: close\r\n\r\n\(json)")
                     return
                 }
                 let number = self.opened.withLock { count in

@@ -211,4 +211,35 @@ import Testing
         mirror.stop()
         await navd.stop()
     }
+
+    /// A mutation's own events are applied from its answer when they follow on from the tree's
+    /// last event, before the stream brings them (here it never does); one that does not follow
+    /// on is left to the stream.
+    @Test func aMutationsOwnEventsAreAppliedFromItsAnswerWhenTheyFollowOn() async throws {
+        let navd = try ScriptedNavd(hold: 10, answer: { path in
+            guard path.hasSuffix("/actions") else { return nil }
+            // The first answer follows on from the snapshot (id 1); the second skips id 3.
+            return Self.answers.withLock { answers in answers.isEmpty ? nil : answers.removeFirst() }
+        }) { _ in "id: 1\nevent: snapshot\ndata: \(HostileServerTests.snapshot)\n\n" }
+        defer { navd.stop() }
+        let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: HostileServerTests.fastRetry)
+        var applied: [Int?] = []
+        mirror.onEvent = { id, _ in applied.append(id) }
+        mirror.start()
+        defer { mirror.stop() }
+        try await until("the snapshot") { mirror.lastEventID == 1 }
+
+        mirror.apply(try await mirror.session.perform("pushTapped"))
+        #expect(mirror.tree?.stacks.first?.elements.map(\.id) == ["e1"], "its push is on screen after await")
+        #expect(mirror.lastEventID == 2)
+        mirror.apply(try await mirror.session.perform("presentTapped"))
+        #expect(mirror.tree?.presentations.isEmpty == true, "event 4 does not follow on from 2: left to the stream")
+        #expect(mirror.lastEventID == 2)
+        #expect(applied == [1, 2])
+    }
+
+    nonisolated static let answers = Mutex([
+        #"{"version":2,"events":[{"id":2,"event":"push","data":\#(HostileServerTests.push)}]}"#,
+        #"{"version":4,"events":[{"id":4,"event":"present","data":\#(HostileServerTests.present)}]}"#,
+    ])
 }
