@@ -163,10 +163,7 @@ import TestSupport
         #expect(answer.json["version"]?.intValue == version + 1, "the refused change left nothing behind")
 
         // The log says why once, not once per refused request, and says when it is over.
-        navd.process.terminate()
-        #expect(await navd.wait(timeout: .seconds(10)))
-        let lines = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .split(separator: "\n").compactMap { try? JSONParser.parse(Array($0.utf8)) }
+        let lines = await navd.stopAndReadLog()
         let events = lines.compactMap { $0["event"]?.stringValue }
         let failed = try #require(lines.first { $0["event"] == "store_unavailable" }, "\(events)")
         #expect(failed["level"] == "error")

@@ -130,10 +130,7 @@ import TestSupport
         #expect(readyAgain)
         try await Task.sleep(for: .milliseconds(1500))
 
-        running.process.terminate()
-        #expect(await running.wait(timeout: .seconds(10)))
-        let lines = String(decoding: running.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .split(separator: "\n").compactMap { try? JSONParser.parse(Array($0.utf8)) }
+        let lines = await running.stopAndReadLog()
         let events = lines.compactMap { $0["event"]?.stringValue }
         let stalled = try #require(lines.first { $0["event"] == "store_stalled" }, "\(events)")
         #expect(stalled["level"] == "error")

@@ -75,6 +75,15 @@ import TestSupport
             }
         }
 
+        /// Stops navd with SIGTERM and returns the log lines it wrote after `listening`: what a
+        /// test reads once the process has said everything.
+        func stopAndReadLog() async -> [JSON] {
+            process.terminate()
+            _ = await wait(timeout: .seconds(10))
+            return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                .split(separator: "\n").compactMap { try? JSONParser.parse(Array($0.utf8)) }
+        }
+
         func wait(timeout: Duration) async -> Bool {
             let deadline = ContinuousClock.now + timeout
             while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
