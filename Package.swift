@@ -31,7 +31,7 @@ let package = Package(
         // Sessions in PostgreSQL, for several nodes: synchronous commits, one group-committing writer.
         .target(name: "PostgresStorage", dependencies: ["SessionStorage", "CLibPQ"], swiftSettings: swiftSettings),
         // The system's libpq (the PostgreSQL client library).
-        .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev", "libssl-dev"])]),
         // The system's SQLite (libsqlite3).
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // The hosted features: plain observable models and, apart from them, their screens.

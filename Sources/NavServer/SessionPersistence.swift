@@ -18,9 +18,10 @@ final class SessionPersistence: Sendable {
     /// The same store, when several nodes share it.
     let shared: (any SharedSessionStorage)?
     private let failing = Atomic<Bool>(false)
-    /// Whether a stall was reported and not yet its end (`watchForStall`).
-    private let stallReported = Atomic<Bool>(false)
-    private let healthChanged = Mutex<(@Sendable (HealthChange) -> Void)?>(nil)
+    /// What the log last heard of the store's health, and who tells it; `unhealthy` mirrors
+    /// "not `.healthy`", so a commit that works costs one load while all is well.
+    private let health = Mutex<(reported: ReportedHealth, report: (@Sendable (HealthChange) -> Void)?)>((.healthy, nil))
+    private let unhealthy = Atomic<Bool>(false)
     /// When a commit to a shared store last came to anything, success or failure
     /// (`DispatchTime` nanoseconds).
     private let lastOutcome = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
@@ -64,27 +65,38 @@ final class SessionPersistence: Sendable {
         case recovered
     }
 
-    /// Called on every change of the store's health. Set once, before the first session is hosted.
+    /// The store's health as last reported.
+    private enum ReportedHealth { case healthy, failing, stalled }
+
+    /// Called on every change of the store's health, in order. Set once, before the first
+    /// session is hosted.
     func onHealthChange(_ body: @escaping @Sendable (HealthChange) -> Void) {
-        healthChanged.withLock { $0 = body }
+        health.withLock { $0.report = body }
     }
 
-    private func report(_ change: HealthChange) {
-        healthChanged.withLock { $0 }?(change)
-    }
-
-    /// Reports a commit that has run longer than `stallLimit`, and the end of that stall; called
-    /// every second or so, on no thread the store may hold.
-    func watchForStall() {
-        let stalled = stalledFor
-        guard (stalled != nil) != stallReported.load(ordering: .relaxed) else { return }
-        stallReported.store(stalled != nil, ordering: .relaxed)
-        if let stalled {
-            report(.stalled(stalled))
-        } else if !isFailing {
-            // Ended by a commit that worked; one that failed was reported as a failure.
-            report(.recovered)
+    /// Moves the reported health on and tells the log, under one lock, so that lines from the
+    /// writer and from the stall watch come in the order the changes happened. A failure is
+    /// reported unless one is already, and a stall only while all was well (a failing store's
+    /// probes may hang too: that is the same outage); only a commit that works ends either.
+    private func note(_ change: HealthChange) {
+        health.withLock { health in
+            let next: ReportedHealth
+            switch (change, health.reported) {
+            case (.failing, .failing), (.stalled, .failing), (.stalled, .stalled), (.recovered, .healthy): return
+            case (.failing, _): next = .failing
+            case (.stalled, _): next = .stalled
+            case (.recovered, _): next = .healthy
+            }
+            health.reported = next
+            unhealthy.store(next != .healthy, ordering: .relaxed)
+            health.report?(change)
         }
+    }
+
+    /// Reports a commit that has run longer than `stallLimit`; called every second or so, on no
+    /// thread the store may hold. Its end is reported by the commit that ends it.
+    func watchForStall() {
+        if let stalled = stalledFor { note(.stalled(stalled)) }
     }
 
     /// The journal a durable session writes its batches to; with `epoch`, each write is fenced.
@@ -195,14 +207,16 @@ final class SessionPersistence: Sendable {
         switch result {
         case .success:
             // One load per commit while all is well; the change itself is reported once.
-            if failing.load(ordering: .relaxed), failing.exchange(false, ordering: .relaxed) { report(.recovered) }
+            if failing.load(ordering: .relaxed) { failing.store(false, ordering: .relaxed) }
+            if unhealthy.load(ordering: .relaxed) { note(.recovered) }
             return true
         case .failure(let error) where !error.isStoreFault:
             // A session's write refused (taken over, gone, or behind a failed write of its
             // own): the store itself answered, or was not asked.
             return false
         case .failure(let error):
-            if !failing.exchange(true, ordering: .relaxed) { report(.failing(reason: error.description)) }
+            failing.store(true, ordering: .relaxed)
+            note(.failing(reason: error.description))
             return false
         }
     }
@@ -415,7 +429,7 @@ final class SessionPersistence: Sendable {
             out.family(name, type, help)
             out.sample(name, value)
         }
-        single("navd_store_available", "Whether the last commit to the session store succeeded.", isAvailable ? 1 : 0)
+        single("navd_store_available", "Whether the session store takes writes: its last commit succeeded, and none has run longer than 5 s.", isAvailable ? 1 : 0)
         single("navd_sessions_recovered", "Sessions brought back from the store at start.", recovered.load(ordering: .relaxed))
         single("navd_sessions_unreadable", "Stored sessions skipped at start because their records did not decode.",
               failedRecords.load(ordering: .relaxed))

@@ -403,7 +403,18 @@ final class PostgresConnection {
     private func exchange(_ send: () -> Int32) throws(Failure) -> OpaquePointer {
         guard !dropped else { throw Failure(message: "the connection was dropped") }
         guard send() == 1 else { throw lostConnection() }
-        let deadline = ContinuousClock.now + answerTimeout
+        do throws(Failure) {
+            return try awaitResult(until: ContinuousClock.now + answerTimeout)
+        } catch {
+            // Whatever cut the wait short left libpq in the middle of a statement: the
+            // connection is of no further use, even where libpq has not noticed.
+            if isConnected { drop() }
+            throw error
+        }
+    }
+
+    /// The rest of `exchange`, once the statement is sent.
+    private func awaitResult(until deadline: ContinuousClock.Instant) throws(Failure) -> OpaquePointer {
         // Sent in full first: a large statement to a server that stopped reading must not block.
         while true {
             let flushed = PQflush(handle)
@@ -445,11 +456,13 @@ final class PostgresConnection {
     private func waitForSocket(_ events: Int16, until deadline: ContinuousClock.Instant) throws(Failure) -> Int16 {
         let socket = PQsocket(handle)
         guard socket >= 0 else { throw lostConnection() }
+        // Over TLS, a record OpenSSL has read but libpq has not taken yet is invisible to poll():
+        // libpq takes one record per read. Its own waits look there first, and so does this one.
+        if events & Int16(POLLIN) != 0, navd_pq_ssl_pending(handle) > 0 { return Int16(POLLIN) }
         while true {
             let remaining = deadline - ContinuousClock.now
             guard remaining > .zero else {
-                dropped = true
-                shutdown(socket, Int32(SHUT_RDWR))
+                drop()
                 throw Failure(message: "the database did not answer within \(answerTimeout.seconds) s; the connection was dropped",
                               unanswered: true)
             }
@@ -459,6 +472,14 @@ final class PostgresConnection {
             if ready > 0 { return descriptor.revents }
             guard ready == 0 || errno == EINTR else { throw Failure(message: "poll: \(String(cString: strerror(errno)))") }
         }
+    }
+
+    /// Shuts the socket, so the server ends the transaction whenever it reads again, and marks
+    /// the connection to be opened again before its next use.
+    private func drop() {
+        dropped = true
+        let socket = PQsocket(handle)
+        if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     /// libpq's own account of why the connection failed.

@@ -461,9 +461,10 @@ public final class PostgresSessionStore: SharedSessionStorage {
             let connection = try opened(&connection)
             do throws(PostgresConnection.Failure) {
                 return .success(try sweepOnce(inUse, idle, connection))
-            } catch where !connection.isConnected && !error.outcomeUnknown {
+            } catch where !connection.isConnected && !error.outcomeUnknown && !error.unanswered {
                 // Lost on the way (the server restarted since the last sweep, which libpq learns
-                // only now): every step may be made again, so the sweep is, once.
+                // only now): every step may be made again, so the sweep is, once. Not after a
+                // server that did not answer: the next round tries again.
                 try connection.reconnectIfNeeded()
                 return .success(try sweepOnce(inUse, idle, connection))
             }

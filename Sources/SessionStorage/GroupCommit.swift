@@ -96,11 +96,11 @@ public final class GroupCommit: Sendable {
         return .nanoseconds(Int64(bitPattern: DispatchTime.now().uptimeNanoseconds &- since))
     }
 
-    /// `commitTogether(requests)`, timed for `runningFor`.
-    private func timed(_ commitTogether: Committer, _ requests: [[StoreWrite]]) -> Result<[Verdict], StorageError> {
+    /// Work of the writer's that commits wait behind, timed for `runningFor`.
+    private func timed<Value>(_ work: () -> Value) -> Value {
         runningSince.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
         defer { runningSince.store(0, ordering: .relaxed) }
-        return commitTogether(requests)
+        return work()
     }
 
     /// Runs `work` on the writer, between commits.
@@ -137,9 +137,10 @@ public final class GroupCommit: Sendable {
             if batch.isEmpty { return }
             let admitted = batch.filter { $0.admitted() }
             if admitted.isEmpty { continue }
-            let result = timed(commitTogether, admitted.map(\.writes))
+            let result = timed { commitTogether(admitted.map(\.writes)) }
             complete(admitted, result, commitTogether)
-            afterRound()
+            // Timed too (a store's size measured, pages given back): commits queued wait for it.
+            timed(afterRound)
         }
     }
 
@@ -157,8 +158,12 @@ public final class GroupCommit: Sendable {
             // as its own commit ends, not after every other's. Not a batch that may have been
             // stored: written again, its requests would be stored twice. Nor one the store
             // never answered: each request alone would wait as long again.
+            // Once the store does not answer, the rest are not tried: each would wait as long.
+            var unanswered: StorageError?
             for request in admitted where request.admitted() {
-                let result = timed(commitTogether, [request.writes]).flatMap { Self.outcome($0.first ?? .fenced, request) }
+                let result = unanswered.map { .failure($0) }
+                    ?? timed { commitTogether([request.writes]) }.flatMap { Self.outcome($0.first ?? .fenced, request) }
+                if case .failure(let error) = result, error.isUnanswered { unanswered = error }
                 completionRound { request.completion(result) }
             }
         case .failure(let error):

@@ -22,6 +22,8 @@ public final class PostgresServer: Sendable {
     private let directory: String
     private let binaries: String
     private let user: String?
+    /// Whether it takes TLS connections (`ssl=on`, with a self-signed certificate).
+    private let tls: Bool
 
     /// The server of this test process, started on first use.
     public static func shared() throws -> PostgresServer {
@@ -56,12 +58,13 @@ public final class PostgresServer: Sendable {
     }
 
     /// A server of the caller's own, which it may crash and restart (`crashAndRestart`); the
-    /// caller stops it.
-    public static func ownServer() throws -> PostgresServer {
-        try PostgresServer()
+    /// caller stops it. With `tls`, it also takes TLS connections (`sslmode=require`).
+    public static func ownServer(tls: Bool = false) throws -> PostgresServer {
+        try PostgresServer(tls: tls)
     }
 
-    private init() throws(Unavailable) {
+    private init(tls: Bool = false) throws(Unavailable) {
+        self.tls = tls
         guard let binaries = Self.findBinaries() else {
             throw Unavailable(description: "no PostgreSQL server programs (initdb, pg_ctl) found; install the Debian package postgresql")
         }
@@ -86,6 +89,7 @@ public final class PostgresServer: Sendable {
                 }
             }
             try Self.run("initdb", ["-D", directory + "/data", "-A", "trust", "-U", "navd", "--no-sync", "-E", "UTF8", "--locale", "C"], binaries: binaries, user: user)
+            if tls { try Self.makeCertificate(in: directory + "/data", user: user) }
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
             throw Unavailable(description: "initdb failed: \(error)")
@@ -95,7 +99,7 @@ public final class PostgresServer: Sendable {
         for _ in 0..<5 {
             let candidate = Int.random(in: 20_000...60_000)
             do {
-                try Self.start(directory: directory, port: candidate, binaries: binaries, user: user)
+                try Self.start(directory: directory, port: candidate, binaries: binaries, user: user, tls: tls)
                 port = candidate
                 return
             } catch {
@@ -107,17 +111,37 @@ public final class PostgresServer: Sendable {
         throw Unavailable(description: "pg_ctl start failed: \(lastError.map { "\($0)" } ?? "") \(log.suffix(500))")
     }
 
-    private static func start(directory: String, port: Int, binaries: String, user: String?) throws {
+    private static func start(directory: String, port: Int, binaries: String, user: String?, tls: Bool) throws {
         try run("pg_ctl", ["-D", directory + "/data", "-l", directory + "/log", "-w", "-t", "30", "-o",
-                           "-c listen_addresses=127.0.0.1 -p \(port) -k \(directory) -c max_connections=200", "start"],
+                           "-c listen_addresses=127.0.0.1 -p \(port) -k \(directory) -c max_connections=200" + (tls ? " -c ssl=on" : ""),
+                           "start"],
                 binaries: binaries, user: user)
+    }
+
+    /// A self-signed certificate for `ssl=on` in the cluster's directory, made by the openssl
+    /// program; owned by the server's user, the key readable by it alone, as PostgreSQL demands.
+    private static func makeCertificate(in data: String, user: String?) throws(Unavailable) {
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                             "-keyout", data + "/server.key", "-out", data + "/server.crt"]
+        openssl.standardOutput = FileHandle.nullDevice
+        openssl.standardError = FileHandle.nullDevice
+        do { try openssl.run() } catch { throw Unavailable(description: "cannot run openssl: \(error)") }
+        openssl.waitUntilExit()
+        guard openssl.terminationStatus == 0 else { throw Unavailable(description: "openssl req failed") }
+        for file in ["server.key", "server.crt"] {
+            let path = data + "/" + file
+            if let user, let entry = getpwnam(user) { _ = chown(path, entry.pointee.pw_uid, entry.pointee.pw_gid) }
+            _ = chmod(path, 0o600)
+        }
     }
 
     /// Stops the server as a crash does (every process killed, nothing flushed that was not
     /// already) and starts it again on the same port, which recovers from its log.
     public func crashAndRestart() throws {
         try run("pg_ctl", ["-D", directory + "/data", "-m", "immediate", "stop"])
-        try Self.start(directory: directory, port: port, binaries: binaries, user: user)
+        try Self.start(directory: directory, port: port, binaries: binaries, user: user, tls: tls)
     }
 
     /// Stops the server at once (no checkpoint: the cluster is thrown away) and removes it.

@@ -576,6 +576,33 @@ test("a mutation's events that do not follow on from the tree are left to the st
   }
 });
 
+test("a mutation's event that does not fit the tree is left to the stream, and the answer stays the caller's", async () => {
+  const counter = fixtures.find((f) => f.name === "counter.json");
+  const [snapshot, first] = counter.events;
+  const misfit = { id: first.id, event: "dismiss", data: { id: "p404", origin: "server" } };
+  let answers = [{ version: 1, events: [misfit] }, { version: 1, events: [first] }];
+  const errors = [];
+  const { fetcher, streams } = fakeFetch(() => [200, answers.shift()]);
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher, onChange: (change) => change.kind === "error" && errors.push(change) });
+  try {
+    await until(() => streams.length === 1);
+    streams[0].send(snapshot);
+    await until(() => session.lastEventId === snapshot.id);
+    await session.perform("root", "incrementButtonTapped");
+    assert.deepStrictEqual(session.tree, snapshot.data.navigation, "nothing applied");
+    assert.equal(session.lastEventId, snapshot.id);
+    assert.deepEqual(errors, [], "no start over for an answer's event");
+    assert.equal(streams.length, 1);
+    const answer = await session.perform("root", "incrementButtonTapped");
+    assert.equal(session.lastEventId, first.id, "a fitting one is applied");
+    const before = structuredClone(session.tree);
+    answer.events[0].data.changes.count = 999;
+    assert.deepStrictEqual(session.tree, before, "changing the answer does not change the tree");
+  } finally {
+    session.close();
+  }
+});
+
 test("createSession posts the feature and its deep link", async () => {
   const { fetcher, calls } = fakeFetch(() => [201, { id: "s1", token: TOKEN, version: 0, state: {}, navigation: {} }]);
   const created = await createSession("http://navd.test/", "app", { path: [{ settings: {} }] }, { fetch: fetcher });

@@ -62,3 +62,60 @@ private final class FencedOnceStore: SessionStorage {
         #expect(persistence.isAvailable, "a fenced write and the one refused behind it are no fault of the store")
     }
 }
+
+/// A store that never commits, whose commit in progress is whatever the test says.
+private final class StallingStore: SessionStorage {
+    let running = Mutex<Duration?>(nil)
+    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { [] }
+    func close() {}
+    func statistics() -> StorageStatistics { StorageStatistics() }
+    func commitRunningFor() -> Duration? { running.withLock { $0 } }
+    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
+                completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {}
+}
+
+/// The log hears each change of the store's health once, in order: a failure unless one is
+/// reported already, a stall only while all was well (a failing store's probes may hang too),
+/// and the end of either only from a commit that worked.
+@Suite struct StoreHealthLogTests {
+    @Test func eachChangeOfHealthIsReportedOnceAndOnlyACommitThatWorksEndsIt() {
+        let store = StallingStore()
+        let persistence = SessionPersistence(storage: store)
+        let heard = Mutex<[String]>([])
+        persistence.onHealthChange { change in
+            let line = switch change {
+            case .failing: "failing"
+            case .stalled: "stalled"
+            case .recovered: "recovered"
+            }
+            heard.withLock { $0.append(line) }
+        }
+        let failure = Result<Void, StorageError>.failure(.unavailable("disk full"))
+        let stall = { (on: Bool) in store.running.withLock { $0 = on ? .seconds(6) : nil } }
+
+        #expect(!persistence.noted(failure))
+        #expect(!persistence.noted(failure))
+        stall(true)
+        persistence.watchForStall()
+        #expect(!persistence.isAvailable)
+        stall(false)
+        persistence.watchForStall()
+        #expect(persistence.noted(.success(())))
+        #expect(persistence.noted(.success(())))
+        stall(true)
+        persistence.watchForStall()
+        persistence.watchForStall()
+        #expect(!persistence.isAvailable)
+        stall(false)
+        // The stalled commit is over, but not yet answered: nothing is said until it is.
+        persistence.watchForStall()
+        #expect(persistence.isAvailable)
+        #expect(persistence.noted(.success(())))
+        stall(true)
+        persistence.watchForStall()
+        stall(false)
+        #expect(!persistence.noted(failure))
+        #expect(persistence.noted(.success(())))
+        #expect(heard.withLock { $0 } == ["failing", "recovered", "stalled", "recovered", "stalled", "failing", "recovered"])
+    }
+}

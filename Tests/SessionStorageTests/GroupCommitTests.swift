@@ -94,6 +94,27 @@ import Testing
         ])
     }
 
+    /// Tried request by request after a failed batch, a request the store does not answer stops
+    /// the tries: every request after it gets that failure unasked, rather than waiting as long.
+    @Test func requestByRequestStopsAtTheFirstTheStoreDoesNotAnswer() async {
+        let calls = Atomic<Int>(0)
+        let log = await run(4) { count in
+            switch calls.add(1, ordering: .relaxed).newValue {
+            case 1: .success(Array(repeating: .written, count: count))
+            case 2: .failure(.unavailable("one bad write"))
+            default: .failure(.unreachable("no answer within the deadline"))
+            }
+        }
+        #expect(log == [
+            "commit of 1", "round begins", "answer 0", "round ends",
+            "commit of 3",
+            "commit of 1", "round begins", "round ends",
+            "round begins", "round ends",
+            "round begins", "round ends",
+        ])
+        #expect(calls.load(ordering: .relaxed) == 3, "two requests were never tried")
+    }
+
     /// `runningFor` says how long the commit running now has taken, and nothing between commits:
     /// what readiness reads to tell a stalled store from a quiet one.
     @Test func runningForIsTheAgeOfTheCommitInProgress() async {

@@ -604,6 +604,35 @@ struct PostgresOwnershipTests {
         #expect(try await query(url, "SELECT string_agg(version::text, ',') FROM navd_transactions") == ["1"], "and nothing before it")
     }
 
+    /// The store's own waits work over TLS (`sslmode=require`): a session far larger than a TLS
+    /// record is claimed whole and at once, never left waiting for the deadline. (The wait also
+    /// looks at what OpenSSL holds decrypted, as libpq's own waits do; this libpq was not seen to
+    /// leave anything there.)
+    @Test func aLargeSessionIsClaimedOverTLSWithoutWaitingForTheDeadline() async throws {
+        let server = try await offThePool { try PostgresServer.ownServer(tls: true) }
+        defer { server.stop() }
+        let url = server.url(database: "postgres") + "?sslmode=require"
+        let retention = retention
+        let first = try await offThePool { try PostgresSessionStore(url: url, retention: retention, answerTimeout: .seconds(5)) }
+        let second = try await offThePool { try PostgresSessionStore(url: url, retention: retention, answerTimeout: .seconds(5)) }
+        defer {
+            first.close()
+            second.close()
+        }
+        let record = SessionRecord(id: Self.id, tokenHash: TokenHash.sha256(Array(Self.token.utf8)), feature: "counter", created: 1)
+        let state = Array(#"{"count":0,"pad":""#.utf8) + (0..<300_000).map { UInt8(ascii: "a") + UInt8($0 % 26) } + Array(#""}"#.utf8)
+        let snapshot = SessionSnapshot(version: 0, lastSequence: 0, nextSerial: 1, state: state, tree: Array(#"{"id":"root"}"#.utf8))
+        #expect(await commit(first, [.create(record, snapshot)]) == nil)
+        #expect(try server.query("SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE ssl AND application_name = 'navd'",
+                                 database: "postgres") != ["0"], "navd's connections use TLS")
+        for round in 0..<3 {
+            let started = ContinuousClock.now
+            let (stored, _) = try #require(claimed(try await claim(round.isMultiple(of: 2) ? second : first)))
+            #expect(stored.snapshot.state == state, "read whole")
+            #expect(ContinuousClock.now - started < .seconds(3), "at once, round \(round)")
+        }
+    }
+
     /// A commit the server made whose reply does not come, on a connection that stays open, is
     /// dropped at the deadline and looked up: reported as written, since it was.
     @Test func aCommitWhoseReplyNeverComesIsLookedUpAfterTheDeadline() async throws {

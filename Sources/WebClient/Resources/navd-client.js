@@ -447,8 +447,8 @@ export class Session {
    * A mutation's own events, applied at once when they follow on from the last event the tree
    * has, so that what the caller reads after `await` shows its change; the stream brings them
    * again, and they are skipped by id. From the first that does not follow on (an event of
-   * another client's, or of an effect, is still on its way), they are left to the stream, which
-   * brings everything in order.
+   * another client's, or of an effect, is still on its way) or does not fit, they are left to the
+   * stream, which brings everything in order (and starts over from a snapshot if it must).
    */
   takeOwn(events) {
     if (!Array.isArray(events)) return;
@@ -456,8 +456,17 @@ export class Session {
       if (this.lastEventId === null || this.connection === "ended") return;
       const id = event?.id;
       if (!Number.isInteger(id) || id <= this.lastEventId) continue;
-      if (id !== this.lastEventId + 1 || typeof event.event !== "string") return;
-      this.take(event.event, id, event.data, { fromStream: false });
+      const type = event.event;
+      if (id !== this.lastEventId + 1 || type === "snapshot" || !EVENT_TYPES.includes(type)) return;
+      // A copy: the answer is the caller's, and the tree must not change with it.
+      const data = structuredClone(event.data);
+      try {
+        this.mirror.apply(type, data);
+      } catch {
+        // Not applied, and nothing changed: the stream brings it, and starts over if it must.
+        return;
+      }
+      this.applied(type, id, data, { fromStream: false });
     }
   }
 
@@ -569,16 +578,21 @@ export class Session {
     } catch (error) {
       return this.outOfStepWith(error);
     }
-    this.take(type, id, data, { fromStream: true });
+    this.take(type, id, data);
   }
 
-  /** Applies one event, from the stream or from a mutation's answer. */
-  take(type, id, data, { fromStream }) {
+  /** Applies one event from the stream; one that does not fit starts over from a snapshot. */
+  take(type, id, data) {
     try {
       this.mirror.apply(type, data);
     } catch (error) {
       return this.outOfStepWith(error);
     }
+    this.applied(type, id, data, { fromStream: true });
+  }
+
+  /** What follows an event applied to the tree, from the stream or from a mutation's answer. */
+  applied(type, id, data, { fromStream }) {
     if (Number.isInteger(id)) this.lastEventId = id;
     if (type === "snapshot") this.noteVersion(data.version);
     // The tree moved on past a snapshot: back in step.
