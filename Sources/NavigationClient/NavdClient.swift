@@ -102,6 +102,10 @@ public struct SessionClient: Sendable {
     /// The session's id.
     public let id: String
     let token: String
+    /// How long a request with `wait` waits at most for the work it started (navd's `?timeout=`:
+    /// over 0 and at most 60 s; navd refuses anything else with `bad_query`); nil for the
+    /// server's own bound (10 s by default).
+    public var waitTimeout: Duration?
 
     /// How a pop says what to remove.
     public enum Pop: Sendable, Hashable {
@@ -178,8 +182,15 @@ public struct SessionClient: Sendable {
     func path(_ rest: String) -> String { "/sessions/\(id)\(rest)" }
 
     private func mutate(_ method: String, _ rest: String, body: JSONValue?, ifMatch: Int?, wait: Bool = false) async throws(NavdError) -> MutationResult {
-        let answer = try await client.send(method, path: path(rest), query: wait ? [URLQueryItem(name: "wait", value: "true")] : [],
-                                           body: body, token: token, ifMatch: ifMatch)
+        var query: [URLQueryItem] = []
+        if wait {
+            query.append(URLQueryItem(name: "wait", value: "true"))
+            if let waitTimeout {
+                let (seconds, attoseconds) = waitTimeout.components
+                query.append(URLQueryItem(name: "timeout", value: String(Double(seconds) + Double(attoseconds) / 1e18)))
+            }
+        }
+        let answer = try await client.send(method, path: path(rest), query: query, body: body, token: token, ifMatch: ifMatch)
         guard let version = answer["version"]?.intValue, case .array(let events)? = answer["events"] else {
             throw .invalidResponse("\(method) \(rest) without version and events")
         }

@@ -603,6 +603,19 @@ test("a mutation's event that does not fit the tree is left to the stream, and t
   }
 });
 
+test("waitTimeout bounds a wait with navd's ?timeout=, and only a wait", async () => {
+  const { fetcher, calls } = fakeFetch();
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: fetcher, waitTimeout: 2500 });
+  try {
+    await session.perform("root", "factButtonTapped", undefined, { wait: true });
+    await session.perform("root", "incrementButtonTapped");
+    const made = calls.filter((call) => call.url.includes("/actions")).map((call) => call.url.replace("http://navd.test/sessions/s1", ""));
+    assert.deepEqual(made, ["/actions?wait=true&timeout=2.5", "/actions"]);
+  } finally {
+    session.close();
+  }
+});
+
 test("createSession posts the feature and its deep link", async () => {
   const { fetcher, calls } = fakeFetch(() => [201, { id: "s1", token: TOKEN, version: 0, state: {}, navigation: {} }]);
   const created = await createSession("http://navd.test/", "app", { path: [{ settings: {} }] }, { fetch: fetcher });

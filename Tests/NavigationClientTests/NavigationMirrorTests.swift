@@ -242,4 +242,21 @@ import Testing
         #"{"version":2,"events":[{"id":2,"event":"push","data":\#(HostileServerTests.push)}]}"#,
         #"{"version":4,"events":[{"id":4,"event":"present","data":\#(HostileServerTests.present)}]}"#,
     ])
+
+    /// `waitTimeout` bounds a request with `wait` with navd's `?timeout=`; a request without
+    /// `wait` carries neither.
+    @Test func waitTimeoutBoundsAWaitWithTheTimeoutQuery() async throws {
+        let asked = Mutex<[String]>([])
+        let navd = try ScriptedNavd(answer: { path in
+            guard path.contains("/actions") else { return nil }
+            asked.withLock { $0.append(path) }
+            return #"{"version":0,"events":[]}"#
+        }) { _ in "" }
+        defer { navd.stop() }
+        var session = navd.client.session(id: "s", token: "t")
+        session.waitTimeout = .milliseconds(2500)
+        _ = try await session.perform("factButtonTapped", wait: true)
+        _ = try await session.perform("incrementButtonTapped")
+        #expect(asked.withLock { $0 } == ["/sessions/s/actions?wait=true&timeout=2.5", "/sessions/s/actions"])
+    }
 }

@@ -342,14 +342,16 @@ export async function features(baseURL, { fetch: fetcher = globalThis.fetch, max
  * silence means the connection is dead); `maxEventLength`, the longest event taken (64 Mi
  * characters; a longer one ends the session's mirror with `endReason` "eventTooLarge");
  * `maxResponseBytes`, the longest answer of a request read (64 MiB; a longer one throws
- * `ResponseTooLargeError`); `fetch` to use instead of the global.
+ * `ResponseTooLargeError`); `waitTimeout` in ms, the longest a mutation with `wait` waits for
+ * the work it started (navd's `?timeout=`: over 0 and at most 60 s; by default the server's
+ * bound, 10 s); `fetch` to use instead of the global.
  */
-export function connect(baseURL, { id, token, onChange, retry = {}, idleTimeout, maxEventLength, maxResponseBytes, fetch: fetcher } = {}) {
-  return new Session(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, fetcher });
+export function connect(baseURL, { id, token, onChange, retry = {}, idleTimeout, maxEventLength, maxResponseBytes, waitTimeout, fetch: fetcher } = {}) {
+  return new Session(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, waitTimeout, fetcher });
 }
 
 export class Session {
-  constructor(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, fetcher }) {
+  constructor(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, waitTimeout, fetcher }) {
     if (typeof id !== "string" || typeof token !== "string") throw new TypeError("connect needs {id, token}");
     this.baseURL = baseURL;
     this.id = id;
@@ -368,6 +370,8 @@ export class Session {
     this.idleTimeout = idleTimeout ?? NAVD_IDLE_TIMEOUT_MS;
     this.maxEventLength = maxEventLength ?? MAX_EVENT_LENGTH;
     this.maxResponseBytes = maxResponseBytes ?? MAX_RESPONSE_BYTES;
+    // How long a `wait` waits at most, in ms (navd's `?timeout=`); null: the server's bound.
+    this.waitTimeout = waitTimeout ?? null;
     this.fetcher = fetcher ?? globalThis.fetch.bind(globalThis);
     // The stream being read: its AbortController, which `stop()` aborts.
     this.stream = null;
@@ -436,7 +440,8 @@ export class Session {
   }
 
   async mutate(method, path, body, { ifMatch, wait } = {}) {
-    const target = this.path(path) + (wait ? "?wait=true" : "");
+    const timeout = wait && this.waitTimeout !== null ? `&timeout=${this.waitTimeout / 1000}` : "";
+    const target = this.path(path) + (wait ? `?wait=true${timeout}` : "");
     const answer = await this.request(method, target, { body, headers: this.headers({ ifMatch }) });
     this.noteVersion(answer.version);
     this.takeOwn(answer.events);
