@@ -17,11 +17,10 @@ final class SessionPersistence: Sendable {
     let storage: (any SessionStorage)?
     /// The same store, when several nodes share it.
     let shared: (any SharedSessionStorage)?
-    private let failing = Atomic<Bool>(false)
-    /// What the log last heard of the store's health, and who tells it; `unhealthy` mirrors
-    /// "not `.healthy`", so a commit that works costs one load while all is well.
+    /// The store's health as last reported, and who hears of its changes; `reported` mirrors
+    /// it outside the lock, so readiness and a commit that works cost one load.
     private let health = Mutex<(reported: ReportedHealth, report: (@Sendable (HealthChange) -> Void)?)>((.healthy, nil))
-    private let unhealthy = Atomic<Bool>(false)
+    private let reported = Atomic<UInt8>(ReportedHealth.healthy.rawValue)
     /// When a commit to a shared store last came to anything, success or failure
     /// (`DispatchTime` nanoseconds).
     private let lastOutcome = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
@@ -39,10 +38,10 @@ final class SessionPersistence: Sendable {
     }
 
     var isDurable: Bool { storage != nil }
-    var isAvailable: Bool { !failing.load(ordering: .relaxed) && stalledFor == nil }
+    var isAvailable: Bool { !isFailing && stalledFor == nil }
 
     /// Whether the last commit failed.
-    var isFailing: Bool { failing.load(ordering: .relaxed) }
+    var isFailing: Bool { reported.load(ordering: .relaxed) == ReportedHealth.failing.rawValue }
 
     /// How long the commit running now has taken, once that is longer than `stallLimit`.
     var stalledFor: Duration? {
@@ -66,7 +65,7 @@ final class SessionPersistence: Sendable {
     }
 
     /// The store's health as last reported.
-    private enum ReportedHealth { case healthy, failing, stalled }
+    private enum ReportedHealth: UInt8 { case healthy, failing, stalled }
 
     /// Called on every change of the store's health, in order. Set once, before the first
     /// session is hosted.
@@ -88,7 +87,7 @@ final class SessionPersistence: Sendable {
             case (.recovered, _): next = .healthy
             }
             health.reported = next
-            unhealthy.store(next != .healthy, ordering: .relaxed)
+            reported.store(next.rawValue, ordering: .relaxed)
             health.report?(change)
         }
     }
@@ -207,15 +206,13 @@ final class SessionPersistence: Sendable {
         switch result {
         case .success:
             // One load per commit while all is well; the change itself is reported once.
-            if failing.load(ordering: .relaxed) { failing.store(false, ordering: .relaxed) }
-            if unhealthy.load(ordering: .relaxed) { note(.recovered) }
+            if reported.load(ordering: .relaxed) != ReportedHealth.healthy.rawValue { note(.recovered) }
             return true
         case .failure(let error) where !error.isStoreFault:
             // A session's write refused (taken over, gone, or behind a failed write of its
             // own): the store itself answered, or was not asked.
             return false
         case .failure(let error):
-            failing.store(true, ordering: .relaxed)
             note(.failing(reason: error.description))
             return false
         }

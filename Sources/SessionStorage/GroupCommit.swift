@@ -157,8 +157,8 @@ public final class GroupCommit: Sendable {
             // again, since a failure just before may be one it depends on. Each is answered
             // as its own commit ends, not after every other's. Not a batch that may have been
             // stored: written again, its requests would be stored twice. Nor one the store
-            // never answered: each request alone would wait as long again.
-            // Once the store does not answer, the rest are not tried: each would wait as long.
+            // never answered; and once a request alone goes unanswered, the rest are not tried:
+            // each would wait as long again.
             var unanswered: StorageError?
             for request in admitted where request.admitted() {
                 let result = unanswered.map { .failure($0) }
