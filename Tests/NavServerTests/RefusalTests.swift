@@ -117,13 +117,21 @@ import TestSupport
         // A client over the limit that sends a whole request (a 4 MiB body, more than the socket
         // buffers hold) after the 503 was written: its request is read and dropped, so it sends
         // it whole and then reads the 503, rather than failing with a reset mid-body.
+        let connected = ContinuousClock.now
         let uploader = try server.client()
         try await Task.sleep(for: .milliseconds(100))
-        try await uploader.send(LoopbackClient.format("POST", "/sessions", headers: [("Content-Type", "application/json")],
-                                                      body: Array(repeating: UInt8(ascii: " "), count: 4 << 20)))
-        let late = try await uploader.readResponse()
-        #expect(late.status == 503 && late.json["error"]?["code"] == "over_capacity")
-        #expect(await uploader.readUntilClosed())
+        do {
+            try await uploader.send(LoopbackClient.format("POST", "/sessions", headers: [("Content-Type", "application/json")],
+                                                          body: Array(repeating: UInt8(ascii: " "), count: 4 << 20)))
+            let late = try await uploader.readResponse()
+            #expect(late.status == 503 && late.json["error"]?["code"] == "over_capacity")
+            #expect(await uploader.readUntilClosed())
+        } catch {
+            // The drain lasts 2 s from the 503 (the HTTP layer's `lingerTimeout`): only a machine
+            // too busy to send 4 MiB in that time may see the close it then makes. Sooner, it is
+            // the reset mid-body this test is for.
+            #expect(ContinuousClock.now - connected >= .seconds(2), "cut off mid-body, before the drain's end: \(error)")
+        }
 
         let metrics = try await held.request("GET", "/metrics").text
         #expect(metrics.contains(#"navd_http_requests_total{route="unknown",method="unknown",code="503"} 2"# + "\n"))
