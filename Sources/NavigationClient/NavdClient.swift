@@ -29,6 +29,20 @@ public struct CreatedSession: Sendable, Hashable {
     public var navigation: NavigationNode
 }
 
+/// A session as `GET /sessions/{id}` shows it now.
+public struct SessionDescription: Sendable, Hashable {
+    /// The session's id.
+    public var id: String
+    /// The feature at its root, e.g. `counter`.
+    public var feature: String
+    /// The version, which `ifMatch` names.
+    public var version: Int
+    /// The root feature's state, as navd encodes it.
+    public var state: JSONValue
+    /// The tree derived from that state.
+    public var navigation: NavigationNode
+}
+
 /// navd's HTTP API at `baseURL`. `createSession` needs no credentials; `session(id:token:)`
 /// gives the calls of one session.
 public struct NavdClient: Sendable {
@@ -165,6 +179,17 @@ public struct SessionClient: Sendable {
     /// `DELETE`: ends the session for everyone; streams get `end`.
     public func end(ifMatch: Int? = nil) async throws(NavdError) {
         _ = try await client.send("DELETE", path: path(""), body: nil, token: token, ifMatch: ifMatch)
+    }
+
+    /// `GET /sessions/{id}`: the session whole, as navd holds it now.
+    public func describe() async throws(NavdError) -> SessionDescription {
+        let answer = try await client.send("GET", path: path(""), body: nil, token: token, ifMatch: nil)
+        guard let id = answer["id"]?.stringValue, let feature = answer["feature"]?.stringValue,
+              let version = answer["version"]?.intValue, let state = answer["state"], let navigation = answer["navigation"] else {
+            throw .invalidResponse("GET /sessions/{id} without id, feature, version, state, navigation")
+        }
+        return SessionDescription(id: id, feature: feature, version: version, state: state,
+                                  navigation: try NavdClient.decode(NavigationNode.self, navigation))
     }
 
     /// `GET …/navigation`: the tree as navd holds it now.

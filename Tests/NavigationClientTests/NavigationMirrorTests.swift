@@ -35,6 +35,9 @@ import Testing
         _ = try await session.perform("incrementButtonTapped")
         let tree = try await settled(mirror)
         #expect(tree.state["count"] == .number(2))
+        let described = try await session.describe()
+        #expect(described.id == created.id && described.feature == "counter" && described.version == created.version + 2)
+        #expect(described.state["count"] == .number(2) && described.navigation == tree)
 
         _ = try await session.perform("factButtonTapped", wait: true)
         let withSheet = try await settled(mirror)
