@@ -661,6 +661,10 @@ final class APIHandler: HTTPHandler {
         guard tag.isDecimalDigits else {
             throw APIError(400, "bad_if_match", "If-Match must be * or a version such as \"3\", not \(header)")
         }
+        // Tags compare as strings (RFC 9110 8.8.3.2): "04" is not the tag of version 4.
+        guard tag.count == 1 || tag.first != "0" else {
+            throw APIError(412, "version_mismatch", "no version this server issues is written \(tag)")
+        }
         // Too large for any version this server issues: it cannot match, and the answer names
         // what was sent rather than a number it was clamped to.
         guard let version = Int(tag) else {
@@ -672,6 +676,9 @@ final class APIHandler: HTTPHandler {
     /// `?wait=true` waits for the effects the request started (at most `timeout`, or `?timeout=` seconds).
     static func wait(_ request: HTTPRequest, limit: Duration) throws(APIError) -> Duration? {
         // `timeout` is checked even without `wait`: a malformed query is refused, never ignored.
+        for name in ["timeout", "wait"] where request.query.count(where: { $0.name == name }) > 1 {
+            throw APIError(400, "bad_query", "\(name) is given more than once")
+        }
         var timeout = limit
         if let text = request.queryValue("timeout") {
             let isDecimal = text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || ".eE+-".utf8.contains($0) }

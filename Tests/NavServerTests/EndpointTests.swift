@@ -332,6 +332,15 @@ import TestSupport
                                                  json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", pair.0), ("If-Match", pair.1)])
             #expect(twice.status == 400 && twice.json["error"]?["code"] == "bad_if_match", "\(twice.text)")
         }
+        // Tags compare as strings: "01" is not version 1's.
+        let padded = try await client.request("POST", "/sessions/\(id)/actions", token: token,
+                                        json: #"{"action":"incrementButtonTapped"}"#, headers: [("If-Match", "\"01\"")])
+        #expect(padded.status == 412 && padded.json["error"]?["code"] == "version_mismatch", "\(padded.text)")
+        // A repeated wait or timeout is refused, not decided by whichever came first.
+        for query in ["?wait=true&wait=maybe", "?wait=true&timeout=5&timeout=abc"] {
+            let repeated = try await client.act(id, token: token, "incrementButtonTapped", query: query)
+            #expect(repeated.status == 400 && repeated.json["error"]?["code"] == "bad_query", "\(query): \(repeated.text)")
+        }
         #expect(try await client.get("/sessions/\(id)", token: token).json["version"] == 1)
         // DELETE is conditional too: a stale version leaves the session, the current one ends it.
         let staleDelete = try await client.request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)"), ("If-Match", "\"0\"")])
