@@ -10,6 +10,12 @@ struct ByteQueue {
 
     var isEmpty: Bool { count == 0 }
 
+    /// Unsent bytes behind the chunk being written: the backlog a slow client builds, as
+    /// opposed to the one message it is reading now.
+    var countBehindFirst: Int {
+        head < chunks.count ? count - (chunks[head].count - offset) : 0
+    }
+
     mutating func append(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         chunks.append(bytes)

@@ -42,17 +42,20 @@ public final class EventStream: Sendable {
     }
 
     /// Queues bytes for the client; false if the stream is closed (or just closed because
-    /// more than `streamBufferLimit` bytes would be waiting: reason `.tooSlow`).
+    /// more than `streamBufferLimit` bytes would wait behind the message being written:
+    /// reason `.tooSlow`).
     @discardableResult
     public func send(_ bytes: [UInt8]) -> Bool {
         enum Action { case closed, queued, notify, overflow }
         let action = state.withLock { state -> Action in
             guard state.endReason == nil, state.requestedClose == nil else { return .closed }
             guard !bytes.isEmpty else { return .queued }
-            // The limit bounds the backlog: a single large message to a stream that keeps up
-            // (an empty queue) is queued whole, but the loop closes the stream if its client
-            // does not read it (`streamStallTimeout`), so it is never held for long.
-            guard state.queue.count == 0 || bytes.count <= bufferLimit - state.queue.count else {
+            // The limit bounds the backlog behind the message being written, not a message: a
+            // large snapshot is queued whole and events may follow it while the client reads it.
+            // A client that stops reading is closed by the loop (`streamStallTimeout`), or here
+            // once the backlog behind that message passes the limit.
+            let behind = state.queue.countBehindFirst
+            guard state.queue.count == 0 || behind == 0 || bytes.count <= bufferLimit - behind else {
                 state.requestedClose = .tooSlow
                 state.queue.removeAll()
                 return .overflow

@@ -26,12 +26,14 @@ extension HTTPServer {
         /// Keep-alive connections idle this long are closed (event streams are exempt). Also
         /// bounds how long a client may leave a response unread.
         public var idleTimeout: Duration
-        /// An event stream with more unsent bytes than this is closed as `.tooSlow`.
+        /// An event stream with more unsent bytes than this behind the message being written is
+        /// closed as `.tooSlow`. One message may be larger (a big snapshot): it is queued whole,
+        /// and events may follow it within this limit while the client reads it.
         public var streamBufferLimit: Int
-        /// A first message larger than `streamBufferLimit` (a big snapshot) is still sent, but
-        /// only to a client that reads it: a stream over its limit whose socket takes nothing
-        /// for this long is closed as `.tooSlow`, and what it held is freed. An ordinary answer
-        /// over that size left unread is closed after this long too (the idle timeout, if shorter).
+        /// A message larger than `streamBufferLimit` is sent only to a client that reads it: a
+        /// stream over its limit whose socket takes nothing for this long is closed as
+        /// `.tooSlow`, and what it held is freed. An ordinary answer over that size left unread
+        /// is closed after this long too (the idle timeout, if shorter).
         public var streamStallTimeout: Duration
         /// The kernel send buffer of a connection once it carries an event stream (SO_SNDBUF;
         /// Linux reserves twice this). Left alone, Linux grows it to 4 MiB for a client that

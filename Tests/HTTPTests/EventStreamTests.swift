@@ -187,6 +187,50 @@ import Testing
         }
     }
 
+    /// A snapshot over the limit, then events while the client is still reading it: the
+    /// events wait behind it, and the client gets everything, in order, on the same stream.
+    @Test func eventsFollowingALargeMessageWaitBehindItForAReader() throws {
+        try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamSendBuffer = 16 * 1024 }) { server, handler in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = try client.read(until: "\r\n\r\n")
+            let stream = try #require(handler.streams.withLock { $0.first })
+            let large = Array("data: \(String(repeating: "s", count: 1 << 20))\n\n".utf8)
+            #expect(stream.send(large))
+            var expected = large
+            // Each of these arrives while most of the snapshot is still queued.
+            for index in 0..<20 {
+                let event = Array("data: \(index) \(String(repeating: "e", count: 1000))\n\n".utf8)
+                #expect(stream.send(event), "event \(index) behind the snapshot")
+                expected += event
+            }
+            #expect(stream.queuedByteCount > 64 * 1024, "the events queued while the snapshot was over the limit")
+            #expect(try client.read(count: expected.count) == expected)
+            #expect(stream.isOpen)
+            #expect(handler.closeReasons.withLock { $0 }.isEmpty)
+        }
+    }
+
+    /// What waits behind a large message is held to the limit: a client that does not read
+    /// is cut off once the events behind it pass the limit, without waiting for the stall.
+    @Test func theBacklogBehindALargeMessageIsBounded() throws {
+        try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .seconds(60) }) { server, handler in
+            let client = try TestClient(port: server.port)
+            client.setReceiveBuffer(4096)
+            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(TestHandler.eventually { handler.streams.withLock { !$0.isEmpty } })
+            let stream = try #require(handler.streams.withLock { $0.first })
+            #expect(stream.send([UInt8](repeating: UInt8(ascii: "s"), count: 1 << 20)))
+            let event = [UInt8](repeating: UInt8(ascii: "e"), count: 16 * 1024)
+            var accepted = 0
+            while stream.send(event), accepted < 100 { accepted += 1 }
+            #expect(accepted == 4, "64 KiB of 16 KiB events behind the large one")
+            #expect(!stream.isOpen)
+            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
+            #expect(stream.queuedByteCount == 0)
+        }
+    }
+
     @Test func closeFlushesQueuedEventsThenCloses() throws {
         try withServer { server, handler in
             let client = try TestClient(port: server.port)
