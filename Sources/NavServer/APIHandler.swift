@@ -53,6 +53,7 @@ final class APIHandler: HTTPHandler {
                                         headers: ["Allow": allowed(route)]))
         }
         do {
+            try Self.refuseRepeatedParameters(request)
             try dispatch(route, parameters, request, answer)
         } catch {
             answer.fail(error)
@@ -673,12 +674,20 @@ final class APIHandler: HTTPHandler {
         return version
     }
 
+    /// The query parameters navd reads. Each is read once, so a second copy would be decided by
+    /// whichever came first: a request that sends one twice is refused before anything happens.
+    static let queryParameters = ["wait", "timeout", "token", "ticket", "lastEventId"]
+
+    static func refuseRepeatedParameters(_ request: HTTPRequest) throws(APIError) {
+        guard request.query.count > 1 else { return }
+        for name in queryParameters where request.query.count(where: { $0.name == name }) > 1 {
+            throw APIError(400, "bad_query", "\(name) is given more than once")
+        }
+    }
+
     /// `?wait=true` waits for the effects the request started (at most `timeout`, or `?timeout=` seconds).
     static func wait(_ request: HTTPRequest, limit: Duration) throws(APIError) -> Duration? {
         // `timeout` is checked even without `wait`: a malformed query is refused, never ignored.
-        for name in ["timeout", "wait"] where request.query.count(where: { $0.name == name }) > 1 {
-            throw APIError(400, "bad_query", "\(name) is given more than once")
-        }
         var timeout = limit
         if let text = request.queryValue("timeout") {
             let isDecimal = text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || ".eE+-".utf8.contains($0) }

@@ -342,6 +342,15 @@ import TestSupport
             #expect(repeated.status == 400 && repeated.json["error"]?["code"] == "bad_query", "\(query): \(repeated.text)")
         }
         #expect(try await client.get("/sessions/\(id)", token: token).json["version"] == 1)
+        // So is every other parameter navd reads, on the stream too: the first copy never wins.
+        let ticket = try #require(try await client.request("POST", "/sessions/\(id)/stream-tickets",
+                                                          headers: [("Authorization", "Bearer \(token)")]).json["ticket"]?.stringValue)
+        for query in ["?token=\(token)&token=wrong", "?ticket=\(ticket)&ticket=\(ticket)", "?token=\(token)&lastEventId=0&lastEventId=5"] {
+            let repeated = try await client.get("/sessions/\(id)/events\(query)", token: nil)
+            #expect(repeated.status == 400 && repeated.json["error"]?["code"] == "bad_query", "\(query): \(repeated.text)")
+        }
+        let unused = try await client.request("HEAD", "/sessions/\(id)/events?ticket=\(ticket)")
+        #expect(unused.status == 200, "the refused requests left the ticket unused")
         // DELETE is conditional too: a stale version leaves the session, the current one ends it.
         let staleDelete = try await client.request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)"), ("If-Match", "\"0\"")])
         #expect(staleDelete.status == 412 && staleDelete.json["error"]?["code"] == "version_mismatch")
