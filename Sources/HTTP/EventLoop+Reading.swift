@@ -80,7 +80,7 @@ extension EventLoop {
                 case .incomplete:
                     return index
                 case .failure(let error):
-                    refuse(connection, error)
+                    refuse(connection, error, isHead: Self.namesHEAD(head))
                     return bytes.count
                 case .complete(let length, let requestLineLength):
                     connection.scanner = HeadScanner()
@@ -92,7 +92,8 @@ extension EventLoop {
                     switch parsed {
                     case .failure(let error):
                         refuse(connection, error, request: Self.refusedRequest(
-                            error, UnsafeRawBufferPointer(rebasing: head[0..<length]), requestLineLength: requestLineLength))
+                            error, UnsafeRawBufferPointer(rebasing: head[0..<length]), requestLineLength: requestLineLength),
+                               isHead: Self.namesHEAD(head))
                         return bytes.count
                     case .success(let head):
                         startRequest(connection, head, bodyBytesFollow: index < bytes.count)
@@ -182,9 +183,9 @@ extension EventLoop {
 
     /// Answers a request the server will not hand to the handler (with the handler's
     /// rendering of the refusal), then closes.
-    func refuse(_ connection: Connection, _ error: ProtocolError, request: HTTPRequest? = nil) {
+    func refuse(_ connection: Connection, _ error: ProtocolError, request: HTTPRequest? = nil, isHead: Bool = false) {
         stopParsing(connection)
-        var slot = ResponseSlot(isHead: false, keepAlive: false, isHTTP10: false)
+        var slot = ResponseSlot(isHead: isHead || request?.method == "HEAD", keepAlive: false, isHTTP10: false)
         slot.outcome = .response(shared.response(refusing: error, request: request, peer: connection.peer))
         _ = connection.openSlot(slot)
         markDirty(connection)
@@ -203,6 +204,12 @@ extension EventLoop {
         connection.slots[index].owesContinue = false
         connection.slots[index].outcome = .response(shared.response(refusing: error, request: request, peer: connection.peer))
         markDirty(connection)
+    }
+
+    /// A refused head that asks for `HEAD` gets its answer without a body, as any `HEAD` does:
+    /// the method is the first thing on the line, so it is known even when the rest is not.
+    private static func namesHEAD(_ head: UnsafeRawBufferPointer) -> Bool {
+        head.starts(with: "HEAD ".utf8)
     }
 
     /// The head of a request refused only for its body (the length it declares, a transfer

@@ -35,6 +35,23 @@ import Testing
         }
     }
 
+    /// A `HEAD` refused for its head still gets no body: the bytes after the head would be
+    /// read as the start of the next answer.
+    @Test func aRefusedHEADHasNoBody() throws {
+        try withServer({ $0.maxHeaderBytes = 200; $0.maxBodyBytes = 100 }) { server, _ in
+            for request in ["HEAD / HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "b", count: 300) + "\r\n\r\n",
+                            "HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n"] {
+                let client = try TestClient(port: server.port)
+                try client.send(request)
+                let head = try client.read(until: "\r\n\r\n")
+                #expect(head.hasPrefix("HTTP/1.1 431") || head.hasPrefix("HTTP/1.1 413"), "\(head)")
+                #expect(head.contains("Content-Length: "), "the length GET's answer would have")
+                #expect(client.waitForClose())
+                #expect(client.buffered.isEmpty, "nothing after the head: \(String(decoding: client.buffered, as: UTF8.self))")
+            }
+        }
+    }
+
     @Test func bodyTooLargeByContentLengthIs413() throws {
         try withServer({ $0.maxBodyBytes = 100 }) { server, handler in
             let client = try TestClient(port: server.port)
