@@ -46,6 +46,8 @@ extension EventLoop {
             let peer = PeerAddress(storage)
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            var sendBuffer = settings.connectionSendBuffer
+            setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
             if shared.stopping.load(ordering: .relaxed) {
                 refuseAtAccept(fd, peer: peer, .shuttingDown)
                 continue

@@ -35,6 +35,10 @@ extension HTTPServer {
         /// `.tooSlow`, and what it held is freed. An ordinary answer over that size left unread
         /// is closed after this long too (the idle timeout, if shorter).
         public var streamStallTimeout: Duration
+        /// The kernel send buffer of every connection (SO_SNDBUF; Linux reserves twice this).
+        /// Left alone, Linux grows it to 4 MiB for a client that does not read its answers, on
+        /// top of the answers navd holds for it; fixed, what waits for one client stays small.
+        public var connectionSendBuffer: Int
         /// The kernel send buffer of a connection once it carries an event stream (SO_SNDBUF;
         /// Linux reserves twice this). Left alone, Linux grows it to 4 MiB for a client that
         /// does not read, outside `streamBufferLimit`; fixed, a stream's bytes wait in its queue,
@@ -63,6 +67,7 @@ extension HTTPServer {
             streamBufferLimit: Int = 1 << 20,
             streamStallTimeout: Duration = .seconds(5),
             streamSendBuffer: Int = 64 * 1024,
+            connectionSendBuffer: Int = 256 * 1024,
             listenBacklog: Int = 4096,
             streamCloseTimeout: Duration = .seconds(2),
             lingerTimeout: Duration = .seconds(2),
@@ -81,6 +86,7 @@ extension HTTPServer {
             self.streamBufferLimit = streamBufferLimit
             self.streamStallTimeout = streamStallTimeout
             self.streamSendBuffer = streamSendBuffer
+            self.connectionSendBuffer = connectionSendBuffer
             self.listenBacklog = listenBacklog
             self.streamCloseTimeout = streamCloseTimeout
             self.lingerTimeout = lingerTimeout
@@ -116,6 +122,7 @@ struct LoopSettings: Sendable {
     let streamBufferLimit: Int
     let streamStallTimeout: Int64
     let streamSendBuffer: Int32
+    let connectionSendBuffer: Int32
     let maxConnections: Int?
     let backend: IOBackend
     /// How often timeouts are checked: a quarter of the shortest, between 5 ms and 250 ms.
@@ -126,6 +133,7 @@ struct LoopSettings: Sendable {
     let maxBufferedInput = 64 * 1024
     /// Unsent response bytes beyond which a connection's next request is not started and its
     /// input is left unread: a client that does not read its answers gets no more of them.
+    /// These are navd's own; the socket holds up to twice `connectionSendBuffer` more.
     let outputHighWater = 256 * 1024
     /// Refused connections (over capacity, shutting down) that may drain at once, server-wide;
     /// past it, a refusal is written and its connection closed at once, reset or not.
@@ -144,6 +152,7 @@ struct LoopSettings: Sendable {
         streamBufferLimit = max(1, configuration.streamBufferLimit)
         streamStallTimeout = MonotonicClock.nanoseconds(configuration.streamStallTimeout)
         streamSendBuffer = Int32(clamping: max(4096, configuration.streamSendBuffer))
+        connectionSendBuffer = Int32(clamping: max(4096, configuration.connectionSendBuffer))
         maxConnections = configuration.maxConnections
         let shortest = [headerTimeout, bodyTimeout, idleTimeout, streamCloseTimeout, lingerTimeout, streamStallTimeout].min() ?? 0
         sweepInterval = min(250_000_000, max(5_000_000, shortest / 4))

@@ -135,6 +135,21 @@ import Testing
         }
     }
 
+    /// A client that pipelines requests and reads none of the answers gets only a bounded
+    /// number of them made: what waits for it, in navd's buffer and the kernel's (fixed, not
+    /// grown to 4 MiB as Linux would for a client that does not read), is bounded.
+    @Test func answersLeftUnreadStopTheRequestsBehindThem() throws {
+        try withServer { server, handler in
+            let client = try TestClient(port: server.port, timeout: 10)
+            let size = 256 * 1024
+            try client.send(String(repeating: "GET /big?size=\(size) HTTP/1.1\r\nHost: x\r\n\r\n", count: 40))
+            usleep(1_000_000)
+            let made = handler.requestCount.load(ordering: .relaxed)
+            #expect(made >= 1 && made <= 8, "\(made) answers of 256 KiB made for a client that reads none")
+            for _ in 0..<40 { #expect(try client.readResponse().body.count == size) }
+        }
+    }
+
     /// The 503 at the connection limit is written before the request arrives; the request
     /// (a body of 256 KiB, then one of 4 MiB, more than the socket buffers hold, sent a moment
     /// later) is read and dropped before the close, so the client sends it whole, then reads
