@@ -8,15 +8,29 @@ enum RequestBody {
     /// proxy in front believed is unknown, so none is taken on trust.
     static func json(_ request: HTTPRequest) throws(APIError) -> JSON? {
         guard !request.body.isEmpty else { return nil }
-        for field in request.headers where ASCII.namesEqual(field.name, "Content-Type") {
-            guard isJSON(mediaType: field.value) else {
+        for field in request.headers {
+            if ASCII.namesEqual(field.name, "Content-Type"), !isJSON(mediaType: field.value) {
                 throw APIError(415, "unsupported_media_type", "send the body as application/json, not \(field.value)")
+            }
+            // A compressed body read as if it were not would be garbage, or worse, JSON that
+            // means something else: navd decodes no content coding, and says so (RFC 9110 15.5.16).
+            if ASCII.namesEqual(field.name, "Content-Encoding"), !isIdentity(contentCoding: field.value) {
+                throw APIError(415, "unsupported_media_type", "send the body without a content coding, not \(field.value)",
+                               headers: ["Accept-Encoding": "identity"])
             }
         }
         do {
             return try JSONParser.parse(request.body)
         } catch {
             throw APIError(400, "malformed_json", error.description)
+        }
+    }
+
+    /// A `Content-Encoding` that names no coding but `identity` (in any case, in a list or alone).
+    static func isIdentity(contentCoding header: String) -> Bool {
+        header.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).allSatisfy { coding in
+            let name = coding.drop(while: ASCII.isWhitespace).reversed().drop(while: ASCII.isWhitespace).reversed()
+            return name.isEmpty || name.lazy.map(ASCII.lowercased).elementsEqual("identity".utf8)
         }
     }
 

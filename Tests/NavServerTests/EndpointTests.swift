@@ -197,6 +197,16 @@ import TestSupport
                                                    body: Array(#"{"feature":"counter"}"#.utf8))
             #expect(created.status == status, "\(types)")
         }
+        // navd decodes no content coding: a body that has one is refused, not read as JSON.
+        for (coding, status) in [("gzip", 415), ("identity, gzip", 415), ("br", 415), ("Identity", 201), (" identity ", 201)] {
+            let created = try await client.request("POST", "/sessions", headers: [("Content-Type", "application/json"), ("Content-Encoding", coding)],
+                                                   body: Array(#"{"feature":"counter"}"#.utf8))
+            #expect(created.status == status, "\(coding): \(created.text)")
+            if status == 415 {
+                #expect(created.json["error"]?["code"] == "unsupported_media_type")
+                #expect(created.header("accept-encoding") == "identity")
+            }
+        }
         // Strings are checked for UTF-8 whether or not they are ASCII.
         let notUTF8 = try await client.request("POST", "/sessions", headers: [("Content-Type", "application/json")],
                                                body: Array(#"{"feature":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8))
