@@ -153,7 +153,14 @@ extension EventLoop {
         connection.body = BodyInProgress(head: head, sequence: sequence)
         connection.phaseStart = now
         if head.expectsContinue && head.isHTTP11 && !bodyBytesFollow, let index = connection.slotIndex(sequence) {
-            connection.slots[index].owesContinue = true
+            if let answer = shared.handler.answerBeforeBody(head.request, peer: connection.peer) {
+                // Refused without its body: whatever of it still comes is drained, then closed.
+                stopParsing(connection)
+                connection.slots[index].keepAlive = false
+                connection.slots[index].outcome = .response(answer)
+            } else {
+                connection.slots[index].owesContinue = true
+            }
             markDirty(connection)
         }
     }

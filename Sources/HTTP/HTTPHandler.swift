@@ -9,4 +9,14 @@ public protocol HTTPHandler: Sendable {
     /// same error format, headers, logging and metrics as every other answer. The status is
     /// the refusal's whatever the response says, and the connection is closed after it.
     func response(to refusal: HTTPRefusal) -> HTTPResponse
+
+    /// Asked when a request waits to be told to send its body (`Expect: 100-continue`): an
+    /// answer refuses it before the body is sent (RFC 9110 10.1.1), so a client that may not
+    /// make the request (an unknown path, a wrong token) does not upload it first. The
+    /// connection is closed after it. Nil, the default: the body is wanted.
+    func answerBeforeBody(_ request: HTTPRequest, peer: PeerAddress) -> HTTPResponse?
+}
+
+extension HTTPHandler {
+    public func answerBeforeBody(_ request: HTTPRequest, peer: PeerAddress) -> HTTPResponse? { nil }
 }

@@ -42,21 +42,53 @@ final class APIHandler: HTTPHandler {
         let matched = Route.match(request.encodedPath)
         let answer = Answer(request: request, responder: responder, route: matched?.route, started: started, handler: self)
         guard let (route, parameters) = matched else {
-            return answer.fail(APIError(404, "not_found", "no such endpoint: \(request.path)"))
+            return answer.fail(Self.notFound(request))
         }
         if request.method == "OPTIONS" {
             return answer.send(preflight(route, origin: CORSPolicy.origin(of: request)))
         }
-        let method = request.method == "HEAD" ? "GET" : request.method
-        guard route.methods.contains(method) else {
-            return answer.fail(APIError(405, "method_not_allowed", "\(request.method) is not allowed on \(request.path)",
-                                        headers: ["Allow": allowed(route)]))
-        }
         do {
+            try checkMethod(route, request)
             try Self.refuseRepeatedParameters(request)
             try dispatch(route, parameters, request, answer)
         } catch {
             answer.fail(error)
+        }
+    }
+
+    /// A request waiting for `100 Continue` is answered at once when no body could make it
+    /// succeed: a path navd does not have, a method the path does not answer, a repeated query
+    /// parameter, or a session this node holds (or, alone, knows it does not have) with a token
+    /// that does not open it. Checks only: nothing is used up or changed.
+    func answerBeforeBody(_ request: HTTPRequest, peer: PeerAddress) -> HTTPResponse? {
+        let matched = Route.match(request.encodedPath)
+        guard request.method != "OPTIONS" else { return nil }
+        let refusal: APIError?
+        do throws(APIError) {
+            guard let (route, parameters) = matched else { throw Self.notFound(request) }
+            try checkMethod(route, request)
+            try Self.refuseRepeatedParameters(request)
+            if route.isSessionRoute, route != .events, persistence.shared == nil || store.session(parameters[0]) != nil {
+                _ = try authorize(parameters[0], request, allowQueryToken: false)
+            }
+            refusal = nil
+        } catch {
+            refusal = error
+        }
+        guard let refusal else { return nil }
+        let exchange = Exchange(request: request, peer: peer, route: matched?.route, started: .now, handler: self)
+        return exchange.finish(refusal.response, timed: false)
+    }
+
+    private static func notFound(_ request: HTTPRequest) -> APIError {
+        APIError(404, "not_found", "no such endpoint: \(request.path)")
+    }
+
+    private func checkMethod(_ route: Route, _ request: HTTPRequest) throws(APIError) {
+        let method = request.method == "HEAD" ? "GET" : request.method
+        guard route.methods.contains(method) else {
+            throw APIError(405, "method_not_allowed", "\(request.method) is not allowed on \(request.path)",
+                           headers: ["Allow": allowed(route)])
         }
     }
 
@@ -89,7 +121,7 @@ final class APIHandler: HTTPHandler {
         case .features:
             answer.send(.json(status: 200, catalog.description.bytes))
         case .asset:
-            guard let asset = assets[parameters[0]] else { throw APIError(404, "not_found", "no such endpoint: \(request.path)") }
+            guard let asset = assets[parameters[0]] else { throw Self.notFound(request) }
             answer.send(StaticFiles.response(asset, request))
         case .sessions:
             try createSession(request, answer)

@@ -16,6 +16,14 @@ enum Route: String, Sendable, CaseIterable {
         }
     }
 
+    /// A route on one session: its first path parameter is the session's id.
+    var isSessionRoute: Bool {
+        switch self {
+        case .healthz, .readyz, .metrics, .features, .asset, .sessions: false
+        case .session, .navigation, .state, .actions, .binding, .dismiss, .pop, .push, .events, .streamTickets: true
+        }
+    }
+
     /// The route and its path parameters (session id, then the feature, presentation or stack id,
     /// then the binding name), or `nil` for a path the API does not have. `encodedPath` is the
     /// path as sent: it is split on its slashes first and each segment decoded after, so an id

@@ -78,6 +78,27 @@ import Testing
         }
     }
 
+    /// The handler may refuse a request before its body: no interim answer, the refusal, and
+    /// a clean close, the body sent anyway drained rather than reset.
+    @Test func expectContinueRefusedByTheHandlerIsAnsweredWithoutTheBody() throws {
+        try withServer { server, handler in
+            let client = try TestClient(port: server.port)
+            try client.send("PUT /refuse-body HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100000\r\n\r\n")
+            let head = try client.read(until: "\r\n\r\n")
+            #expect(head.hasPrefix("HTTP/1.1 403 "), "\(head)")
+            #expect(head.contains("Connection: close\r\n"))
+            #expect(try client.read(count: 12) == Array("not this one".utf8))
+            try? client.send(String(repeating: "b", count: 100_000))
+            #expect(client.readToEnd() == .closed)
+            #expect(client.buffered.isEmpty)
+            #expect(handler.requestCount.load(ordering: .relaxed) == 0)
+            // Without Expect the handler is not asked: the body comes with the head.
+            let plain = try TestClient(port: server.port)
+            try plain.send("PUT /refuse-body HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\ndata")
+            #expect(try plain.readResponse().status == 200)
+        }
+    }
+
     @Test func expectContinueOverLimitIsAnswered413AtOnce() throws {
         try withServer({ $0.maxBodyBytes = 100 }) { server, _ in
             let client = try TestClient(port: server.port)

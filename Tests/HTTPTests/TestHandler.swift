@@ -14,6 +14,7 @@ import Synchronization
 /// - `/big?size=N`: N bytes of body;
 /// - `/never`: drops its responder without answering;
 /// - `/block?ms=N`: holds the loop thread for N ms before answering (to fill the backlog);
+/// - `/refuse-body`: refused before its body when the request waits for `100 Continue`;
 /// - `/flood?size=N`: opens an event stream that a thread of its own keeps full of N-byte
 ///   events, as fast as the stream takes them, until it closes;
 /// - anything else: echoes method, path, query and body as JSON.
@@ -33,6 +34,11 @@ final class TestHandler: HTTPHandler {
     static func render(_ refusal: HTTPRefusal) -> HTTPResponse {
         let json = #"{"refused":"\#(refusal.error.kind)","message":"\#(refusal.error.message)","path":"\#(refusal.request?.path ?? "")"}"#
         return .json(status: 599, Array(json.utf8), headers: ["X-Refused": "\(refusal.error.kind)"])
+    }
+
+    /// `/refuse-body` refuses a request waiting for `100 Continue` before its body.
+    func answerBeforeBody(_ request: HTTPRequest, peer: PeerAddress) -> HTTPResponse? {
+        request.path == "/refuse-body" ? HTTPResponse(status: 403, body: Array("not this one".utf8)) : nil
     }
 
     func handle(_ request: HTTPRequest, responder: HTTPResponder) {

@@ -80,6 +80,33 @@ import TestSupport
         await server.stop()
     }
 
+    /// A request that waits for `100 Continue` and could not succeed whatever its body is
+    /// answered at once, so its body is never uploaded; nothing changes.
+    @Test func expectContinueIsRefusedBeforeTheBodyWhenNoBodyCouldHelp() async throws {
+        let server = try await TestServer()
+        let (id, token) = try await server.session("counter")
+        let body = #"{"action":"incrementButtonTapped"}"#
+        for (target, method, authorization, status) in [
+            ("/sessions/\(id)/actions", "POST", "Bearer wrong", 401),
+            ("/sessions/\(id)/actions", "POST", nil, 401),
+            ("/sessions/\(String(repeating: "0", count: 32))/actions", "POST", "Bearer \(token)", 404),
+            ("/sessions/\(id)/nowhere", "POST", "Bearer \(token)", 404),
+            ("/sessions/\(id)/actions", "PUT", "Bearer \(token)", 405),
+            ("/sessions/\(id)/actions?wait=1&wait=1", "POST", "Bearer \(token)", 400),
+        ] {
+            let client = try server.client()
+            var headers = [("Expect", "100-continue"), ("Content-Type", "application/json"), ("Content-Length", "\(body.utf8.count)")]
+            if let authorization { headers.append(("Authorization", authorization)) }
+            try await client.send(LoopbackClient.format(method, target, headers: headers))
+            // Only the head was sent: an answer that waited for the body would never come.
+            let response = try await client.readResponse()
+            #expect(response.status == status, "\(method) \(target): \(response.text)")
+            #expect(response.header("x-request-id") != nil)
+        }
+        #expect(try await server.client().get("/sessions/\(id)", token: token).json["version"] == 0)
+        await server.stop()
+    }
+
     @Test func limitsAnswerWithTheirStatusAndAJSONError() async throws {
         let server = try await TestServer()
         let (id, token) = try await server.session("counter")
