@@ -9,6 +9,17 @@ import HTTP
 import Testing
 
 @Suite struct EventStreamTests {
+    /// A stream whose client reads nothing, with a small receive buffer, so what is sent
+    /// stays in the server's queue.
+    private func withUnreadStream(_ server: HTTPServer, _ handler: TestHandler, _ body: (EventStream) throws -> Void) throws {
+        let client = try TestClient(port: server.port)
+        client.setReceiveBuffer(4096)
+        try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(TestHandler.eventually { handler.streams.withLock { !$0.isEmpty } })
+        let stream = try #require(handler.streams.withLock { $0.first })
+        try withExtendedLifetime(client) { try body(stream) }
+    }
+
     /// A stream whose application sends as fast as the socket takes (a reader that keeps up,
     /// big socket buffers) does not hold its loop: another connection on the same loop is
     /// answered within a bound, request after request.
@@ -93,26 +104,23 @@ import Testing
 
     @Test func clientThatNeverReadsIsClosedAsTooSlow() throws {
         try withServer({ $0.streamBufferLimit = 64 * 1024 }) { server, handler in
-            let client = try TestClient(port: server.port)
-            client.setReceiveBuffer(4096)
-            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(TestHandler.eventually { handler.streams.withLock { !$0.isEmpty } })
-            let stream = try #require(handler.streams.withLock { $0.first })
-            let payload = [UInt8](repeating: UInt8(ascii: "p"), count: 16 * 1024)
-            var accepted = 0
-            let start = ContinuousClock.now
-            while stream.send(payload), ContinuousClock.now - start < .seconds(10) {
-                accepted += 1
-                usleep(200)
+            try withUnreadStream(server, handler) { stream in
+                let payload = [UInt8](repeating: UInt8(ascii: "p"), count: 16 * 1024)
+                var accepted = 0
+                let start = ContinuousClock.now
+                while stream.send(payload), ContinuousClock.now - start < .seconds(10) {
+                    accepted += 1
+                    usleep(200)
+                }
+                #expect(!stream.isOpen)
+                #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
+                #expect(TestHandler.eventually { server.openConnectionCount == 0 })
+                // The limit's worth at least (four 16 KiB messages, more as far as the kernel took
+                // some before the loop was next scheduled, which on a busy machine may be none), and
+                // far from unbounded: the queue's limit and the socket's fixed buffers, under 1 MiB.
+                #expect(accepted >= 4)
+                #expect(accepted < 64)
             }
-            #expect(!stream.isOpen)
-            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
-            #expect(TestHandler.eventually { server.openConnectionCount == 0 })
-            // The limit's worth at least (four 16 KiB messages, more as far as the kernel took
-            // some before the loop was next scheduled, which on a busy machine may be none), and
-            // far from unbounded: the queue's limit and the socket's fixed buffers, under 1 MiB.
-            #expect(accepted >= 4)
-            #expect(accepted < 64)
         }
     }
 
@@ -134,17 +142,14 @@ import Testing
     /// the client reads it.
     @Test func oneMessageLargerThanTheLimitIsDroppedWithTheStreamWhenTheClientDoesNotRead() throws {
         try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .milliseconds(300) }) { server, handler in
-            let client = try TestClient(port: server.port)
-            client.setReceiveBuffer(4096)
-            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(TestHandler.eventually { handler.streams.withLock { !$0.isEmpty } })
-            let stream = try #require(handler.streams.withLock { $0.first })
-            let large = [UInt8](repeating: UInt8(ascii: "s"), count: 4 << 20)
-            #expect(stream.send(large))
-            // Nothing else is sent (no heartbeat, no event) that could trip the limit instead.
-            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
-            #expect(stream.queuedByteCount == 0)
-            #expect(TestHandler.eventually { server.openConnectionCount == 0 })
+            try withUnreadStream(server, handler) { stream in
+                let large = [UInt8](repeating: UInt8(ascii: "s"), count: 4 << 20)
+                #expect(stream.send(large))
+                // Nothing else is sent (no heartbeat, no event) that could trip the limit instead.
+                #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
+                #expect(stream.queuedByteCount == 0)
+                #expect(TestHandler.eventually { server.openConnectionCount == 0 })
+            }
         }
     }
 
@@ -152,16 +157,13 @@ import Testing
     /// those bytes would escape the limit; a stream's socket keeps a small fixed one.
     @Test func anUnreadStreamsBytesWaitInItsQueueWhereTheLimitApplies() throws {
         try withServer({ $0.streamBufferLimit = 2 << 20; $0.streamSendBuffer = 64 * 1024 }) { server, handler in
-            let client = try TestClient(port: server.port)
-            client.setReceiveBuffer(4096)
-            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(TestHandler.eventually { handler.streams.withLock { !$0.isEmpty } })
-            let stream = try #require(handler.streams.withLock { $0.first })
-            #expect(stream.send([UInt8](repeating: UInt8(ascii: "q"), count: 1_500_000)))
-            usleep(300_000)
-            // The kernel took no more than its fixed buffer (Linux reserves twice the setting).
-            #expect(stream.queuedByteCount > 1_500_000 - 256 * 1024, "\(stream.queuedByteCount) bytes still queued")
-            #expect(stream.isOpen)
+            try withUnreadStream(server, handler) { stream in
+                #expect(stream.send([UInt8](repeating: UInt8(ascii: "q"), count: 1_500_000)))
+                usleep(300_000)
+                // The kernel took no more than its fixed buffer (Linux reserves twice the setting).
+                #expect(stream.queuedByteCount > 1_500_000 - 256 * 1024, "\(stream.queuedByteCount) bytes still queued")
+                #expect(stream.isOpen)
+            }
         }
     }
 
@@ -215,19 +217,16 @@ import Testing
     /// is cut off once the events behind it pass the limit, without waiting for the stall.
     @Test func theBacklogBehindALargeMessageIsBounded() throws {
         try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .seconds(60) }) { server, handler in
-            let client = try TestClient(port: server.port)
-            client.setReceiveBuffer(4096)
-            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(TestHandler.eventually { handler.streams.withLock { !$0.isEmpty } })
-            let stream = try #require(handler.streams.withLock { $0.first })
-            #expect(stream.send([UInt8](repeating: UInt8(ascii: "s"), count: 1 << 20)))
-            let event = [UInt8](repeating: UInt8(ascii: "e"), count: 16 * 1024)
-            var accepted = 0
-            while stream.send(event), accepted < 100 { accepted += 1 }
-            #expect(accepted == 4, "64 KiB of 16 KiB events behind the large one")
-            #expect(!stream.isOpen)
-            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
-            #expect(stream.queuedByteCount == 0)
+            try withUnreadStream(server, handler) { stream in
+                #expect(stream.send([UInt8](repeating: UInt8(ascii: "s"), count: 1 << 20)))
+                let event = [UInt8](repeating: UInt8(ascii: "e"), count: 16 * 1024)
+                var accepted = 0
+                while stream.send(event), accepted < 100 { accepted += 1 }
+                #expect(accepted == 4, "64 KiB of 16 KiB events behind the large one")
+                #expect(!stream.isOpen)
+                #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
+                #expect(stream.queuedByteCount == 0)
+            }
         }
     }
 
