@@ -224,7 +224,7 @@ struct ConnectionState {
             if let asked = progress.closeRequestedAt, now - asked > settings.streamCloseTimeout {
                 return .close(.closedByServer)
             }
-            // Only a first message can put a stream over its limit: it is not being read.
+            // Over its limit, a stream holds a large message, or events behind one: not read.
             if progress.isBlocked || activity.outputPending, activity.sinceWriteProgress > settings.streamStallTimeout,
                activity.streamQueuedBytes > settings.streamBufferLimit {
                 return .close(.tooSlow)

@@ -74,7 +74,7 @@ extension EventLoop {
         switch connection.state.expired(activity, now: now, settings: settings) {
         case nil: break
         case .close(let reason): close(connection, reason: reason)
-        case .refuseHead: refuse(connection, .requestTimeout)
+        case .refuseHead: refuse(connection, .requestTimeout, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
         case .refuseBody: refuseBody(connection, .requestTimeout)
         }
     }

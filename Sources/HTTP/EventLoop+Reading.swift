@@ -215,7 +215,7 @@ extension EventLoop {
 
     /// A refused head that asks for `HEAD` gets its answer without a body, as any `HEAD` does:
     /// the method is the first thing on the line, so it is known even when the rest is not.
-    private static func namesHEAD(_ head: UnsafeRawBufferPointer) -> Bool {
+    static func namesHEAD(_ head: UnsafeRawBufferPointer) -> Bool {
         head.starts(with: "HEAD ".utf8)
     }
 

@@ -51,11 +51,11 @@ public final class EventStream: Sendable {
             guard state.endReason == nil, state.requestedClose == nil else { return .closed }
             guard !bytes.isEmpty else { return .queued }
             // The limit bounds the backlog behind the message being written, not a message: a
-            // large snapshot is queued whole and events may follow it while the client reads it.
-            // A client that stops reading is closed by the loop (`streamStallTimeout`), or here
-            // once the backlog behind that message passes the limit.
-            let behind = state.queue.countBehindFirst
-            guard state.queue.count == 0 || behind == 0 || bytes.count <= bufferLimit - behind else {
+            // large snapshot to an empty queue is queued whole, and events may follow it within
+            // the limit while the client reads it. A client that stops reading is closed by the
+            // loop (`streamStallTimeout`), or here once the backlog behind that message passes
+            // the limit.
+            guard state.queue.count == 0 || bytes.count <= bufferLimit - state.queue.countBehindFirst else {
                 state.requestedClose = .tooSlow
                 state.queue.removeAll()
                 return .overflow

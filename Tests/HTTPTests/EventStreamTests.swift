@@ -230,6 +230,18 @@ import Testing
         }
     }
 
+    /// A message over the limit goes only into an empty queue: behind another, even with
+    /// nothing else waiting, it would be a backlog over the limit.
+    @Test func aMessageOverTheLimitBehindAnotherClosesTheStream() throws {
+        try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .seconds(60) }) { server, handler in
+            try withUnreadStream(server, handler) { stream in
+                #expect(stream.send([UInt8](repeating: UInt8(ascii: "s"), count: 1 << 20)))
+                #expect(!stream.send([UInt8](repeating: UInt8(ascii: "l"), count: 65 * 1024)))
+                #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
+            }
+        }
+    }
+
     @Test func closeFlushesQueuedEventsThenCloses() throws {
         try withServer { server, handler in
             let client = try TestClient(port: server.port)
