@@ -742,7 +742,10 @@ final class APIHandler: HTTPHandler {
     /// at most. Anything else (`1 5`, `+5`, `-0`) is no id this session issued, -1, which gets
     /// a fresh snapshot rather than a resumption from a place the client never was.
     static func lastEventID(_ request: HTTPRequest) -> Int? {
-        guard let text = request.headers["Last-Event-ID"] ?? request.queryValue("lastEventId") else { return nil }
+        let fields = request.headers.values("Last-Event-ID")
+        // Two ids name no one place to resume from: a fresh snapshot, as for an id never issued.
+        guard fields.count <= 1 else { return -1 }
+        guard let text = fields.first ?? request.queryValue("lastEventId") else { return nil }
         let digits = text.trimmingSpaces
         guard digits.isDecimalDigits, let id = Int(digits) else { return -1 }
         return id

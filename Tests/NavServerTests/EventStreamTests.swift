@@ -59,6 +59,15 @@ import TestSupport
             let first = try #require(try await fresh.readEvents { _ in true }.first)
             #expect(first.name == "snapshot" && first.id == 7, "Last-Event-ID \(stale)")
         }
+        // Two Last-Event-ID fields name no one place to resume from, whichever comes first.
+        for pair in [("5", "6"), ("6", "5")] {
+            let twice = try server.client()
+            try await twice.send(LoopbackClient.format("GET", "/sessions/\(id)/events",
+                                                       headers: [("Authorization", "Bearer \(token)"), ("Last-Event-ID", pair.0), ("Last-Event-ID", pair.1)]))
+            _ = try await twice.readResponse()
+            let first = try #require(try await twice.readEvents { _ in true }.first)
+            #expect(first.name == "snapshot" && first.id == 7, "Last-Event-ID \(pair)")
+        }
         // Spaces around an id are allowed, in the header as in the query.
         let spaced = try server.client()
         try await spaced.send(LoopbackClient.format("GET", "/sessions/\(id)/events?lastEventId=%205%20",
