@@ -40,7 +40,10 @@ final class Connection: @unchecked Sendable {
     var isDirty = false
     /// Start of the current head, body or idle period, for timeouts.
     var phaseStart: Int64
+    /// When navd last wrote to the socket, or saw its client take bytes from it.
     var lastWriteProgress: Int64
+    /// What the socket held unacknowledged when a sweep last found the connection waiting to write.
+    var unacknowledgedAtLastSweep: Int?
     /// Empty lines skipped before the next request, in bytes: a few are allowed, not endless ones.
     var blankLineBytes = 0
 

@@ -61,6 +61,7 @@ extension EventLoop {
     private func checkTimeouts(_ connection: Connection) {
         // The stream's queue is behind a lock: read only when the too-slow rule can look at it.
         let waiting = connection.state.isStreamBlocked || !connection.output.isEmpty
+        if waiting { noteClientProgress(connection) }
         let activity = ConnectionState.Activity(
             elapsedInPhase: now - connection.phaseStart,
             sinceWriteProgress: now - connection.lastWriteProgress,
@@ -77,6 +78,19 @@ extension EventLoop {
         case .refuseHead: refuse(connection, .requestTimeout, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
         case .refuseBody: refuseBody(connection, .requestTimeout)
         }
+    }
+
+    /// A client that reads slowly frees its socket's buffer a little at a time, and Linux
+    /// signals room only once a good share of it is free: without a look at the socket, a
+    /// client that reads would count as one that has stopped. Looked at only once a connection
+    /// has waited a sweep or more, so a client that keeps up costs no system call.
+    private func noteClientProgress(_ connection: Connection) {
+        guard now - connection.lastWriteProgress > settings.sweepInterval else { return }
+        let unacknowledged = unacknowledgedBytes(connection.fd)
+        if let unacknowledged, let before = connection.unacknowledgedAtLastSweep, unacknowledged < before {
+            connection.lastWriteProgress = now
+        }
+        connection.unacknowledgedAtLastSweep = unacknowledged
     }
 
     /// Stops accepting, closes idle connections and lets the others finish their requests.

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CNavdSystem
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -33,6 +34,20 @@ package func suppressSIGPIPE(_ fd: Int32) {
     #if !os(Linux)
     var one: Int32 = 1
     _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+    #endif
+}
+
+/// Bytes written to a socket that its peer has not yet taken (acknowledged), where the system
+/// says; nil where it does not. A client reading slowly shows as this falling, even while the
+/// kernel, which signals room only once a good share of the buffer is free, reports none.
+package func unacknowledgedBytes(_ fd: Int32) -> Int? {
+    #if os(Linux)
+    let bytes = navd_unacknowledged_bytes(fd)
+    return bytes >= 0 ? Int(bytes) : nil
+    #else
+    var bytes: Int32 = 0
+    var length = socklen_t(MemoryLayout<Int32>.size)
+    return getsockopt(fd, SOL_SOCKET, SO_NWRITE, &bytes, &length) == 0 ? Int(bytes) : nil
     #endif
 }
 

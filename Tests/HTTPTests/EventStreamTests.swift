@@ -242,6 +242,31 @@ import Testing
         }
     }
 
+    /// A client that reads a large message steadily but slowly frees too little of a big socket
+    /// buffer for the kernel to report room within the stall timeout (it waits for a third of
+    /// the buffer): the socket shows the client taking bytes all the same, and it keeps its stream.
+    @Test func aSlowReaderTheKernelReportsNoRoomForKeepsItsStream() throws {
+        try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .seconds(2); $0.streamSendBuffer = 1 << 20 }) { server, handler in
+            let client = try TestClient(port: server.port)
+            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = try client.read(until: "\r\n\r\n")
+            let stream = try #require(handler.streams.withLock { $0.first })
+            #expect(stream.send([UInt8](repeating: UInt8(ascii: "s"), count: 8 << 20)))
+            // About 200 KB a second for 3 s: the kernel reports room after some 700 KB, later
+            // than the stall timeout, while the client's window opens every half second or so.
+            let start = ContinuousClock.now
+            var received = 0
+            while ContinuousClock.now - start < .seconds(3) {
+                received += try client.read(count: 20_000).count
+                usleep(100_000)
+            }
+            #expect(received > 300_000)
+            #expect(stream.isOpen)
+            #expect(handler.closeReasons.withLock { $0 }.isEmpty)
+            stream.close()
+        }
+    }
+
     @Test func closeFlushesQueuedEventsThenCloses() throws {
         try withServer { server, handler in
             let client = try TestClient(port: server.port)

@@ -58,6 +58,9 @@ int navd_accept4_nonblocking(int fd, struct sockaddr *address, __socklen_t *leng
 /// handshakes not yet complete. Connections already complete stay in the accept queue, to be
 /// accepted and answered. 0 on success, -1 with errno.
 int navd_drop_new_connections(int fd);
+
+/// Bytes a socket holds that its peer has not acknowledged (SIOCOUTQ), or -1.
+int navd_unacknowledged_bytes(int fd);
 #endif
 
 #endif
