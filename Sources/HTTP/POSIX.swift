@@ -1,5 +1,7 @@
-#if canImport(Glibc)
+#if os(Linux)
 import CNavdSystem
+#endif
+#if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
