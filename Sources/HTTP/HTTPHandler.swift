@@ -18,5 +18,6 @@ public protocol HTTPHandler: Sendable {
 }
 
 extension HTTPHandler {
+    /// Every body is wanted: `100 Continue` for every request that waits for it.
     public func answerBeforeBody(_ request: HTTPRequest, peer: PeerAddress) -> HTTPResponse? { nil }
 }
