@@ -40,10 +40,11 @@ final class Connection: @unchecked Sendable {
     var isDirty = false
     /// Start of the current head, body or idle period, for timeouts.
     var phaseStart: Int64
-    /// When navd last wrote to the socket, or saw its client take bytes from it.
-    var lastWriteProgress: Int64
-    /// What the socket held unacknowledged when a sweep last found the connection waiting to write.
-    var unacknowledgedAtLastSweep: Int?
+    /// When navd last wrote to the socket, or saw its client take enough bytes from it.
+    private(set) var lastWriteProgress: Int64
+    /// What the socket held unacknowledged when a sweep first found the connection waiting to
+    /// write since its last progress: what the client has taken since is measured from it.
+    var unacknowledgedSinceProgress: Int?
     /// Empty lines skipped before the next request, in bytes: a few are allowed, not endless ones.
     var blankLineBytes = 0
 
@@ -54,6 +55,12 @@ final class Connection: @unchecked Sendable {
         self.isRefused = isRefused
         self.phaseStart = now
         self.lastWriteProgress = now
+    }
+
+    /// The socket took bytes, or its client was seen taking them.
+    func madeWriteProgress(_ now: Int64) {
+        lastWriteProgress = now
+        unacknowledgedSinceProgress = nil
     }
 
     var nextSequence: UInt64 { firstSequence + UInt64(slots.count) }

@@ -61,7 +61,11 @@ extension EventLoop {
     private func checkTimeouts(_ connection: Connection) {
         // The stream's queue is behind a lock: read only when the too-slow rule can look at it.
         let waiting = connection.state.isStreamBlocked || !connection.output.isEmpty
-        if waiting { noteClientProgress(connection) }
+        let streamQueuedBytes = waiting ? connection.state.stream?.queuedByteCount ?? 0 : 0
+        // Only where a stall ends the connection: an ordinary answer, or a stream over its limit.
+        if waiting && (connection.state.stream == nil || streamQueuedBytes > settings.streamBufferLimit) {
+            noteClientProgress(connection)
+        }
         let activity = ConnectionState.Activity(
             elapsedInPhase: now - connection.phaseStart,
             sinceWriteProgress: now - connection.lastWriteProgress,
@@ -71,7 +75,7 @@ extension EventLoop {
             readPhase: connection.phase,
             receivingHead: connection.scanner.hasStarted || !connection.pending.isEmpty,
             canStartRequest: connection.canStartRequest(settings),
-            streamQueuedBytes: waiting ? connection.state.stream?.queuedByteCount ?? 0 : 0)
+            streamQueuedBytes: streamQueuedBytes)
         switch connection.state.expired(activity, now: now, settings: settings) {
         case nil: break
         case .close(let reason): close(connection, reason: reason)
@@ -82,15 +86,21 @@ extension EventLoop {
 
     /// A client that reads slowly frees its socket's buffer a little at a time, and Linux
     /// signals room only once a good share of it is free: without a look at the socket, a
-    /// client that reads would count as one that has stopped. Looked at only once a connection
-    /// has waited a sweep or more, so a client that keeps up costs no system call.
+    /// client that reads would count as one that has stopped. It counts as reading once it has
+    /// taken `LoopSettings.minimumProgressBytes`, so one that trickles a few bytes cannot hold
+    /// what waits for it for hours. Looked at only once a connection has waited a sweep or
+    /// more, so a client that keeps up costs no system call.
     private func noteClientProgress(_ connection: Connection) {
-        guard now - connection.lastWriteProgress > settings.sweepInterval else { return }
-        let unacknowledged = unacknowledgedBytes(connection.fd)
-        if let unacknowledged, let before = connection.unacknowledgedAtLastSweep, unacknowledged < before {
-            connection.lastWriteProgress = now
+        guard now - connection.lastWriteProgress > settings.sweepInterval,
+              let unacknowledged = unacknowledgedBytes(connection.fd) else { return }
+        guard let since = connection.unacknowledgedSinceProgress else {
+            connection.unacknowledgedSinceProgress = unacknowledged
+            return
         }
-        connection.unacknowledgedAtLastSweep = unacknowledged
+        if since - unacknowledged >= settings.minimumProgressBytes {
+            connection.madeWriteProgress(now)
+            connection.unacknowledgedSinceProgress = unacknowledged
+        }
     }
 
     /// Stops accepting, closes idle connections and lets the others finish their requests.

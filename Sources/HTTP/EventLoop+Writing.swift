@@ -34,7 +34,7 @@ extension EventLoop {
             let outcome = writeBuffer.withUnsafeBytes { SocketIO.write(connection.fd, $0) }
             switch outcome {
             case .transferred(let count):
-                connection.lastWriteProgress = now
+                connection.madeWriteProgress(now)
                 if count < writeBuffer.count { connection.output.append(Self.exactCopy(writeBuffer[count...])) }
             case .wouldBlock:
                 connection.output.append(Self.exactCopy(writeBuffer[...]))
@@ -163,7 +163,7 @@ extension EventLoop {
             chunkScratch.removeAll(keepingCapacity: true)
             switch outcome {
             case .transferred(let count):
-                connection.lastWriteProgress = now
+                connection.madeWriteProgress(now)
                 consume(count)
                 written += count
                 // A short write means the socket is full.

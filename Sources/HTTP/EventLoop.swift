@@ -246,7 +246,7 @@ final class EventLoop: @unchecked Sendable {
             readable(connection)
         }
         if readiness.contains(.writable) && !connection.state.isClosed {
-            connection.lastWriteProgress = now
+            connection.madeWriteProgress(now)
             flush(connection)
         }
     }

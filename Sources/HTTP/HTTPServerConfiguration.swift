@@ -135,6 +135,10 @@ struct LoopSettings: Sendable {
     /// input is left unread: a client that does not read its answers gets no more of them.
     /// These are navd's own; the socket holds up to twice `connectionSendBuffer` more.
     let outputHighWater = 256 * 1024
+    /// What a client waiting on a stall timeout must take from its socket to count as reading:
+    /// 16 KiB in each `streamStallTimeout` (5 s by default, about 3 KB a second), so that
+    /// what waits for it is freed within a bounded time.
+    let minimumProgressBytes = 16 * 1024
     /// Refused connections (over capacity, shutting down) that may drain at once, server-wide;
     /// past it, a refusal is written and its connection closed at once, reset or not.
     let maxRefusingConnections = 256

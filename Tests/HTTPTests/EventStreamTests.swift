@@ -267,6 +267,29 @@ import Testing
         }
     }
 
+    /// A client that takes a few bytes now and then does not count as reading: what waits
+    /// for it would be held for hours. It is cut off like one that takes nothing.
+    @Test func aClientThatTricklesIsCutOffAsTooSlow() throws {
+        try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .seconds(1) }) { server, handler in
+            let client = try TestClient(port: server.port, receiveBuffer: 1)
+            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = try client.read(until: "\r\n\r\n")
+            let stream = try #require(handler.streams.withLock { $0.first })
+            #expect(stream.send([UInt8](repeating: UInt8(ascii: "s"), count: 4 << 20)))
+            // A few hundred bytes every 300 ms: about 2 KB a second, under the 16 KiB per stall
+            // timeout a reader must take, though the socket sees them taken.
+            let start = ContinuousClock.now
+            var received = 0
+            while stream.isOpen, ContinuousClock.now - start < .seconds(4) {
+                received += (try? client.read(count: 500).count) ?? 0
+                usleep(300_000)
+            }
+            #expect(received > 0)
+            #expect(!stream.isOpen)
+            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 } == [.tooSlow] })
+        }
+    }
+
     @Test func closeFlushesQueuedEventsThenCloses() throws {
         try withServer { server, handler in
             let client = try TestClient(port: server.port)

@@ -23,10 +23,13 @@ final class TestClient {
     let fd: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int, timeout: Double = 5) throws {
+    /// - Parameter receiveBuffer: set before connecting, so the window the client offers is
+    ///   small from the first byte.
+    init(port: Int, timeout: Double = 5, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw Failure("socket failed") }  // deinit's close(-1) is harmless
         suppressSIGPIPE(fd)
+        if let receiveBuffer { setReceiveBuffer(receiveBuffer) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
