@@ -61,8 +61,8 @@ final class APIHandler: HTTPHandler {
     /// parameter, or a session this node holds (or, alone, knows it does not have) with a token
     /// that does not open it. Checks only: nothing is used up or changed.
     func answerBeforeBody(_ request: HTTPRequest, peer: PeerAddress) -> HTTPResponse? {
-        let matched = Route.match(request.encodedPath)
         guard request.method != "OPTIONS" else { return nil }
+        let matched = Route.match(request.encodedPath)
         let refusal: APIError?
         do throws(APIError) {
             guard let (route, parameters) = matched else { throw Self.notFound(request) }

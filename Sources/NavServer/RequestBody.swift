@@ -28,9 +28,9 @@ enum RequestBody {
 
     /// A `Content-Encoding` that names no coding but `identity` (in any case, in a list or alone).
     static func isIdentity(contentCoding header: String) -> Bool {
-        header.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).allSatisfy { coding in
-            let name = coding.drop(while: ASCII.isWhitespace).reversed().drop(while: ASCII.isWhitespace).reversed()
-            return name.isEmpty || name.lazy.map(ASCII.lowercased).elementsEqual("identity".utf8)
+        header.split(separator: ",", omittingEmptySubsequences: false).allSatisfy { coding in
+            let name = coding.trimmingSpaces
+            return name.isEmpty || ASCII.namesEqual(String(name), "identity")
         }
     }
 
