@@ -180,6 +180,44 @@ final class MemoryJournal: SessionJournal {
         #expect(restore { $0.nextSerial -= 1 }?.contains("disagree") == true, "the newest element's id would be handed out again")
     }
 
+    /// A journal with a row lost or edited is refused at restore (the session skipped, logged,
+    /// counted): replayed, a repeated id would reach clients twice, and a gap would let a resume
+    /// pass over what its client missed.
+    @Test func aJournalWithAGapOrARepeatedIdIsRefused() async throws {
+        let harness = try await Harness("counter")
+        let journal = MemoryJournal()
+        let first = await harness.session.makeDurable(journal: journal)
+        for action in ["incrementButtonTapped", "settingsButtonTapped", "incrementButtonTapped"] {
+            _ = try await harness.session.durable(try await harness.session.perform(target: "root", action: action, arguments: nil))
+        }
+        let entries = journal.entries
+        try #require(entries.count == 3 && entries.allSatisfy { $0.snapshot == nil && !$0.events.isEmpty })
+        func renumbered(_ entry: JournalEntry, _ sequence: (NavigationEvent) -> Int) -> JournalEntry {
+            JournalEntry(version: entry.version, lastSequence: entry.lastSequence, nextSerial: entry.nextSerial,
+                         events: entry.events.map { NavigationEvent(sequence: sequence($0), kind: $0.kind, data: $0.data) },
+                         statePatch: entry.statePatch, snapshot: nil)
+        }
+        func restore(_ entries: [JournalEntry], kept: [NavigationEvent]? = nil) -> String? {
+            do {
+                _ = try harness.catalog.restoreSession(feature: "counter", first, replaying: entries,
+                                                       events: kept ?? entries.flatMap(\.events), journal: MemoryJournal())
+                return nil
+            } catch {
+                return error.description
+            }
+        }
+        #expect(restore(entries) == nil)
+        #expect(restore([entries[0], entries[2]])?.contains("follows version") == true, "a lost row")
+        let repeated = entries[1].events[0].sequence
+        #expect(restore([entries[0], entries[1], renumbered(entries[2]) { _ in repeated }])?.contains("in order") == true)
+        #expect(restore([entries[0], renumbered(entries[1]) { $0.sequence + 1 }, entries[2]]) != nil, "an id skipped")
+        let events = entries.flatMap(\.events)
+        #expect(restore(entries, kept: Array(events.dropLast()))?.contains("unbroken") == true, "kept events that stop short")
+        var gap = events
+        gap.remove(at: 1)
+        #expect(restore(entries, kept: gap)?.contains("unbroken") == true, "kept events with one missing")
+        #expect(restore(entries, kept: Array(events.suffix(1))) == nil, "the newest events alone are a buffer that was trimmed")
+    }
     @Test func aRestoredSessionNeverReusesAnId() async throws {
         let harness = try await Harness("app")
         let journal = MemoryJournal()

@@ -100,7 +100,13 @@ public actor NavigationSession {
         }
         version = stored.version
         lastSequence = stored.lastSequence
-        for event in events where event.sequence <= stored.lastSequence { log.append(event) }
+        // The events kept for `Last-Event-ID` are the newest, unbroken: from a gap, a resume would
+        // replay around what is missing.
+        if let last = events.last, last.sequence != stored.lastSequence
+            || zip(events, events.dropFirst()).contains(where: { $1.sequence != $0.sequence &+ 1 }) {
+            throw RecoveryError(description: "the events kept for resuming are not the ids up to \(stored.lastSequence), unbroken")
+        }
+        for event in events { log.append(event) }
         durability = Durability(journal: journal, durable: stored)
         // What the journal holds since its snapshot still counts toward the next one: a session
         // that changes a little in each of many runs must get a snapshot all the same.

@@ -58,6 +58,7 @@ public struct DurableSession: Sendable, Equatable {
                 do { replica = try NavigationReplica(navigation: snapshot.navigation) } catch { throw RecoveryError(description: error.description) }
                 continue
             }
+            try session.check(follows: entry)
             do {
                 session.state = try JSONPatch.apply(entry.statePatch, to: session.state)
             } catch {
@@ -74,6 +75,24 @@ public struct DurableSession: Sendable, Equatable {
         }
         session.navigation = replica.navigation
         return session
+    }
+
+    /// A journal is one unbroken run of batches: each is the next version, and its events carry
+    /// the next ids, one each, in order. A gap or a repeat is a row navd did not write (lost or
+    /// edited): replayed, it would issue an id twice, or resume a client past what it missed.
+    /// Wrapping arithmetic: the counters may be corrupt too, and are range-checked afterwards.
+    private func check(follows entry: JournalEntry) throws(RecoveryError) {
+        guard entry.version == version &+ 1 else {
+            throw RecoveryError(description: "version \(entry.version) follows version \(version)")
+        }
+        let expected = lastSequence &+ 1
+        guard !entry.events.isEmpty, entry.lastSequence == lastSequence &+ entry.events.count,
+              entry.events.enumerated().allSatisfy({ $0.element.sequence == expected &+ $0.offset }) else {
+            throw RecoveryError(description: "the events of version \(entry.version) are not the ids after \(lastSequence), in order")
+        }
+        guard entry.nextSerial >= nextSerial else {
+            throw RecoveryError(description: "version \(entry.version) lowers the next id from \(nextSerial) to \(entry.nextSerial)")
+        }
     }
 }
 
