@@ -71,8 +71,14 @@ public final class SQLiteSessionStore: SessionStorage {
         }
         path = directory.hasSuffix("/") ? directory + "navd.sqlite3" : directory + "/navd.sqlite3"
         self.retention = retention
+        // Held until the store is open and locked: two navd starting on one new directory at once
+        // would otherwise each unlink the other's half-made store, and two on one store could
+        // each refuse the other. One opens the store; the other then finds it in use.
+        let folder = systemOpen(directory, O_RDONLY)
+        defer { if folder >= 0 { systemClose(folder) } }  // which releases the lock
+        if folder >= 0 { _ = flock(folder, LOCK_EX) }
         do {
-            try Self.createIfAbsent(path, in: directory)
+            try Self.createIfAbsent(path, in: folder)
             let database = try SQLiteDatabase(path: path)
             try Self.prepare(database, path: path)
             var clock = 0.0
@@ -97,7 +103,8 @@ public final class SQLiteSessionStore: SessionStorage {
     /// A new store is made under another name and moved into place whole, so a file named
     /// `navd.sqlite3` is always a store navd finished making: an empty one (a restore that
     /// failed) is refused, not taken for a new store that would start with no sessions, silently.
-    private static func createIfAbsent(_ path: String, in directory: String) throws {
+    /// `folder`: the directory, open, for its entry to be synced (-1 if it could not be opened).
+    private static func createIfAbsent(_ path: String, in folder: Int32) throws {
         var info = stat()
         if stat(path, &info) == 0 {
             if info.st_mode & S_IFMT == S_IFREG && info.st_size == 0 {
@@ -107,6 +114,12 @@ public final class SQLiteSessionStore: SessionStorage {
         }
         // Anything but its absence is for the open to report, with SQLite's words.
         guard errno == ENOENT else { return }
+        // A log without its database (a restore that left the file out, a file removed by hand):
+        // SQLite would replay it onto the new store, which would start without its sessions and
+        // with pages that are not its own.
+        if stat(path + "-wal", &info) == 0 && info.st_size > 0 {
+            throw StorageError.cannotOpen("\(path)-wal is there without \(path), so the store is incomplete: restore the file with its log, or remove the log to start with no sessions")
+        }
         let fresh = path + ".new"
         for leftover in [fresh, fresh + "-wal", fresh + "-shm", fresh + "-journal"] { unlink(leftover) }
         do {
@@ -117,11 +130,7 @@ public final class SQLiteSessionStore: SessionStorage {
             throw StorageError.cannotOpen("\(path): cannot move the new store into place: \(String(cString: strerror(errno)))")
         }
         // The directory's entry too: after a crash now there is the store, not nothing.
-        let folder = systemOpen(directory, O_RDONLY)
-        if folder >= 0 {
-            fsync(folder)
-            systemClose(folder)
-        }
+        if folder >= 0 { fsync(folder) }
     }
 
     /// The mark that a process has the store open: cleared `closed`.
@@ -270,13 +279,15 @@ public final class SQLiteSessionStore: SessionStorage {
     }
 
     /// `idleKnown`: whether the idle times recorded are the sessions' (every use was recorded
-    /// before the last stop); after a crash they are not told.
+    /// before the last stop); after a crash they are not told. Nor is a use recorded outside the
+    /// store's clock, which only a damaged row has: taken as told, it could expire every session
+    /// at once.
     private static func page(after cursor: String, from database: SQLiteDatabase, history: inout [String: History],
                              retention: EventRetention, idleKnown: Bool) throws(SQLiteDatabase.Failure) -> SessionPage {
         var page = SessionPage()
         try database.run("""
             SELECT id, token_hash, feature, created, version, last_sequence, next_serial, state, tree, extras,
-                   CASE WHEN ? THEN max(0, (SELECT seconds FROM clock) - uses.at) END
+                   CASE WHEN ? AND uses.at BETWEEN 0 AND (SELECT seconds FROM clock) THEN (SELECT seconds FROM clock) - uses.at END
             FROM sessions LEFT JOIN uses ON uses.session = sessions.id
             WHERE id > ? AND typeof(id) = 'text' ORDER BY id LIMIT \(SessionPage.size)
             """, [.integer(idleKnown ? 1 : 0), .text(cursor)]) { row in

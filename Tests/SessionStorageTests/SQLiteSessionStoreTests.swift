@@ -88,6 +88,8 @@ import TestSupport
             """)
         store = try open()
         #expect(try store.loadAll().sessions.map(\.idleSeconds) == [nil])
+        // Idle no longer than the store has been open, as a session restored here can be.
+        try await Task.sleep(for: .milliseconds(300))
         try commit(store, [.idle(seconds: ["a": 0.25])])
         store.close()
         let idle = try #require(try open().loadAll().sessions.first?.idleSeconds)
@@ -334,6 +336,70 @@ import TestSupport
         #expect(try open().loadAll().sessions.map(\.record.id) == ["a"])
     }
 
+    /// A log left without its database (a restore that missed the file) is refused: opened, SQLite
+    /// would replay it onto a new store, which would start without its sessions, and damaged.
+    @Test func aLogWithoutItsDatabaseIsRefused() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        #expect(FileManager.default.createFile(atPath: file + "-wal", contents: Data(repeating: 7, count: 4096)))
+        #expect { try open() } throws: { error in
+            (error as? StorageError).map { "\($0)".contains("-wal is there without") } ?? false
+        }
+        #expect(!FileManager.default.fileExists(atPath: file), "no store made beside it")
+        #expect(try FileManager.default.attributesOfItem(atPath: file + "-wal")[.size] as? Int == 4096, "left as it was")
+        try FileManager.default.removeItem(atPath: file + "-wal")
+        try open().close()
+    }
+
+    /// Two navd starting on one new directory at once: one makes the store and keeps it, the
+    /// other is refused as for any store in use, and what is left is one whole store.
+    @Test func twoStartsOnANewDirectoryMakeOneStore() throws {
+        for round in 0..<12 {
+            let directory = self.directory + "-\(round)"
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let outcomes = Mutex<[Result<SQLiteSessionStore, StorageError>]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                let outcome = Result { () throws(StorageError) in try SQLiteSessionStore(directory: directory, retention: retention) }
+                outcomes.withLock { $0.append(outcome) }
+            }
+            let all = outcomes.withLock { $0 }
+            let opened = all.compactMap { try? $0.get() }
+            let refusals = all.compactMap { outcome -> String? in
+                if case .failure(let error) = outcome { return "\(error)" } else { return nil }
+            }
+            #expect(opened.count == 1, "round \(round): \(refusals)")
+            #expect(refusals.allSatisfy { $0.contains("in use") }, "round \(round): \(refusals)")
+            for store in opened {
+                try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+                store.close()
+            }
+            let reopened = try SQLiteSessionStore(directory: directory, retention: retention)
+            #expect(try reopened.loadAll().sessions.map(\.record.id) == ["a"])
+            reopened.close()
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains(".new") } == [])
+        }
+    }
+
+    /// A use recorded outside the store's clock is a damaged row: not taken as told (it could
+    /// expire every session at once), so the restart counts as the session's use.
+    @Test func aUseRecordedOutsideTheStoresClockIsNotTakenAsTold() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("b"), snapshot(version: 0, last: 0)),
+                           .create(record("c"), snapshot(version: 0, last: 0))])
+        try commit(store, [.idle(seconds: ["a": 0, "b": 0, "c": 0])])
+        store.close()
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try SQLiteDatabase(path: file).execute("""
+            UPDATE uses SET at = -1e300 WHERE session = 'a';
+            UPDATE uses SET at = (SELECT seconds FROM clock) + 1000 WHERE session = 'b'
+            """)
+        let loaded = try open().loadAll().sessions
+        #expect(loaded.map(\.record.id) == ["a", "b", "c"])
+        #expect(loaded.map { $0.idleSeconds == nil } == [true, true, false])
+    }
+
     @Test func aStoreFromANewerNavdIsRefused() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try open().close()
@@ -421,7 +487,7 @@ import TestSupport
         defer { unmountSmallDisk() }
         var store = try open()
         try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
-        try commit(store, [.idle(seconds: ["a": 1])])
+        try commit(store, [.idle(seconds: ["a": 0])])
         store.close()
         let filler = fillDisk()
         // Full to the last page, so the open could not have marked the store open itself.
