@@ -368,6 +368,12 @@ def app(tab):
     tree = tab.in_step(sid, token, "Back to the root")
     assert tree["stacks"][0]["elements"] == [], tree
     tab.screenshot("app-root")
+    # A path as long as navd takes, deep-linked at once: one batch of 1,000 pushes, drawn in the
+    # step's time (a draw per event, and every back menu made whole, took minutes).
+    api("PUT", f"/sessions/{sid}/state", {"state": {"path": [{"counter": {"count": i}} for i in range(1000)]}}, token)
+    tree = tab.in_step(sid, token, "a path of 1,000 deep-linked at once")
+    assert len(tree["stacks"][0]["elements"]) == 1000
+    assert tab.js("document.querySelectorAll('.back-menu button').length") == 0, "back menus are made when opened"
 
 
 def gallery(tab, second):

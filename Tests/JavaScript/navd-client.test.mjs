@@ -12,7 +12,7 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 // As a browser loads it: one ES module from one file, whatever package.json says.
 const source = readFileSync(`${here}/../../Sources/WebClient/Resources/navd-client.js`, "utf8");
 const client = await import(`data:text/javascript;base64,${Buffer.from(source).toString("base64")}`);
-const { NavigationMirror, MirrorError, NavdError, EventStreamParser, EventTooLargeError, ResponseTooLargeError, NAVD_RETRY_MS, MIN_ADVISED_RETRY_MS, connect, createSession } = client;
+const { NavigationMirror, MirrorError, NavdError, EventStreamParser, EventTooLargeError, ResponseTooLargeError, RequestTimeoutError, NAVD_RETRY_MS, MIN_ADVISED_RETRY_MS, connect, createSession } = client;
 
 const fixtures = readdirSync(`${here}/fixtures`)
   .filter((name) => name.endsWith(".json"))
@@ -614,6 +614,33 @@ test("waitTimeout bounds a wait with navd's ?timeout=, and only a wait", async (
   } finally {
     session.close();
   }
+});
+
+test("a request with no whole answer within requestTimeout throws RequestTimeoutError; a wait gets its bound on top", async () => {
+  const signals = [];
+  const { fetcher } = fakeFetch();
+  // Actions are never answered, as on a connection that died without a word.
+  const hanging = (url, init) => {
+    if (!url.includes("/actions")) return fetcher(url, init);
+    signals.push(init.signal);
+    return new Promise(() => {});
+  };
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: hanging, requestTimeout: 40, waitTimeout: 60 });
+  try {
+    const started = Date.now();
+    await assert.rejects(session.perform("root", "incrementButtonTapped"), (error) => error instanceof RequestTimeoutError && error.timeout === 40);
+    assert.ok(Date.now() - started < 2000);
+    assert.ok(signals[0].aborted, "the request is aborted, not left open");
+    await assert.rejects(session.perform("root", "factButtonTapped", undefined, { wait: true }), (error) => error.timeout === 100);
+  } finally {
+    session.close();
+  }
+  // An answer whose body stops coming counts too.
+  const stalled = new ReadableStream({ start() {} });
+  await assert.rejects(
+    createSession("http://navd.test", "counter", undefined, { fetch: async () => new Response(stalled, { status: 201 }), requestTimeout: 40 }),
+    RequestTimeoutError,
+  );
 });
 
 test("createSession posts the feature and its deep link", async () => {

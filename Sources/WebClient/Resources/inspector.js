@@ -108,7 +108,21 @@ function onChange(change, current) {
   } else if (change.kind === "error") {
     $("#log").prepend(h("li", { class: "muted" }, `resynchronizing: ${change.error.message}`));
   }
-  draw();
+  drawSoon();
+}
+
+let drawScheduled = false;
+
+/** One draw for the events that arrive together: a deep link of a long path is one batch of as
+ * many events, and a draw per event made it take minutes. A timer, not an animation frame, which
+ * a tab in the background never gets. */
+function drawSoon() {
+  if (drawScheduled) return;
+  drawScheduled = true;
+  setTimeout(() => {
+    drawScheduled = false;
+    draw();
+  }, 0);
 }
 
 // MARK: - Drawing
@@ -290,15 +304,25 @@ function suggestions(node, argument) {
   return Object.values(node.state).flatMap((value) => (Array.isArray(value) ? value.map((item) => item?.id).filter((id) => typeof id === "string") : []));
 }
 
-/** The long-press back menu of a stack element: back to the start, or to any screen before it. */
+/**
+ * The long-press back menu of a stack element: back to the start, or to any screen before it.
+ * Its buttons are made when it opens: made for every element of a long path at every draw, they
+ * would grow with the square of its length.
+ */
 function backMenu(stack, current) {
-  const earlier = stack.elements.slice(0, stack.elements.findIndex((element) => element.id === current));
-  return h("details", { class: "back-menu" }, h("summary", { "aria-label": "Back to…" }, "⋯"),
-    h("button", { type: "button", data: { key: `popall-${current}` }, onclick: () => send("back", () => session.pop(stack.id, { count: stack.elements.length })) }, "Back to the start"),
-    earlier.map((element) => h("button", {
-      type: "button", data: { key: `popto-${current}-${element.id}`, popTo: element.id },
-      onclick: () => send("back", () => session.pop(stack.id, { to: element.id })),
-    }, `Back to ${element.feature} ${element.id}`)));
+  const menu = h("details", {
+    class: "back-menu", ontoggle: () => {
+      if (!menu.open || menu.querySelector("button")) return;
+      const earlier = stack.elements.slice(0, stack.elements.findIndex((element) => element.id === current));
+      menu.append(
+        h("button", { type: "button", data: { key: `popall-${current}` }, onclick: () => send("back", () => session.pop(stack.id, { count: stack.elements.length })) }, "Back to the start"),
+        ...earlier.map((element) => h("button", {
+          type: "button", data: { key: `popto-${current}-${element.id}`, popTo: element.id },
+          onclick: () => send("back", () => session.pop(stack.id, { to: element.id })),
+        }, `Back to ${element.feature} ${element.id}`)));
+    },
+  }, h("summary", { "aria-label": "Back to…" }, "⋯"));
+  return menu;
 }
 
 function acceptsOf(stack) {

@@ -31,6 +31,16 @@ export const MAX_EVENT_LENGTH = 64 * 1024 * 1024;
  */
 export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
+/**
+ * How long a request may take by default, in ms, answer read included: navd answers in
+ * milliseconds, so a request still open after this is on a connection that died without a word
+ * (a half-open TCP connection, a proxy that hangs). A `wait` has the wait's own bound on top.
+ */
+export const REQUEST_TIMEOUT_MS = 30000;
+
+/** The longest a `wait` may last on navd (`?timeout=` and `--wait-timeout` are at most 60 s). */
+const LONGEST_WAIT_MS = 60000;
+
 /** The event types of API.md, in the order a client must handle them. */
 export const EVENT_TYPES = ["snapshot", "present", "dismiss", "push", "pop", "state", "end"];
 
@@ -61,6 +71,15 @@ export class ResponseTooLargeError extends Error {
     super(`an answer longer than ${limit} bytes`);
     this.name = "ResponseTooLargeError";
     this.limit = limit;
+  }
+}
+
+/** A request that had no whole answer within its time: it may or may not have taken effect. */
+export class RequestTimeoutError extends Error {
+  constructor(timeout) {
+    super(`no answer within ${timeout} ms`);
+    this.name = "RequestTimeoutError";
+    this.timeout = timeout;
   }
 }
 
@@ -321,14 +340,14 @@ export class EventStreamParser {
 }
 
 /** Creates a session, optionally deep-linked: `{id, token, version, state, navigation}`. */
-export async function createSession(baseURL, feature, state, { fetch: fetcher = globalThis.fetch, maxResponseBytes } = {}) {
+export async function createSession(baseURL, feature, state, { fetch: fetcher = globalThis.fetch, maxResponseBytes, requestTimeout } = {}) {
   const body = state === undefined ? { feature } : { feature, state };
-  return request(fetcher, "POST", url(baseURL, "/sessions"), { body, maxResponseBytes });
+  return request(fetcher, "POST", url(baseURL, "/sessions"), { body, maxResponseBytes, timeout: requestTimeout });
 }
 
 /** GET /features: every hostable feature, its actions, bindings and navigation slots. */
-export async function features(baseURL, { fetch: fetcher = globalThis.fetch, maxResponseBytes } = {}) {
-  return request(fetcher, "GET", url(baseURL, "/features"), { maxResponseBytes });
+export async function features(baseURL, { fetch: fetcher = globalThis.fetch, maxResponseBytes, requestTimeout } = {}) {
+  return request(fetcher, "GET", url(baseURL, "/features"), { maxResponseBytes, timeout: requestTimeout });
 }
 
 /**
@@ -344,14 +363,16 @@ export async function features(baseURL, { fetch: fetcher = globalThis.fetch, max
  * `maxResponseBytes`, the longest answer of a request read (64 MiB; a longer one throws
  * `ResponseTooLargeError`); `waitTimeout` in ms, the longest a mutation with `wait` waits for
  * the work it started (navd's `?timeout=`: over 0 and at most 60 s; by default the server's
- * bound, 10 s); `fetch` to use instead of the global.
+ * bound, 10 s); `requestTimeout` in ms, the longest a request may take before it throws
+ * `RequestTimeoutError` (30 s; a `wait` gets its wait's bound on top, 60 s when `waitTimeout` is
+ * not set); `fetch` to use instead of the global.
  */
-export function connect(baseURL, { id, token, onChange, retry = {}, idleTimeout, maxEventLength, maxResponseBytes, waitTimeout, fetch: fetcher } = {}) {
-  return new Session(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, waitTimeout, fetcher });
+export function connect(baseURL, { id, token, onChange, retry = {}, idleTimeout, maxEventLength, maxResponseBytes, waitTimeout, requestTimeout, fetch: fetcher } = {}) {
+  return new Session(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, waitTimeout, requestTimeout, fetcher });
 }
 
 export class Session {
-  constructor(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, waitTimeout, fetcher }) {
+  constructor(baseURL, id, token, { onChange, retry, idleTimeout, maxEventLength, maxResponseBytes, waitTimeout, requestTimeout, fetcher }) {
     if (typeof id !== "string" || typeof token !== "string") throw new TypeError("connect needs {id, token}");
     this.baseURL = baseURL;
     this.id = id;
@@ -372,6 +393,7 @@ export class Session {
     this.maxResponseBytes = maxResponseBytes ?? MAX_RESPONSE_BYTES;
     // How long a `wait` waits at most, in ms (navd's `?timeout=`); null: the server's bound.
     this.waitTimeout = waitTimeout ?? null;
+    this.requestTimeout = requestTimeout ?? REQUEST_TIMEOUT_MS;
     this.fetcher = fetcher ?? globalThis.fetch.bind(globalThis);
     // The stream being read: its AbortController, which `stop()` aborts.
     this.stream = null;
@@ -442,7 +464,8 @@ export class Session {
   async mutate(method, path, body, { ifMatch, wait } = {}) {
     const timeout = wait && this.waitTimeout !== null ? `&timeout=${this.waitTimeout / 1000}` : "";
     const target = this.path(path) + (wait ? `?wait=true${timeout}` : "");
-    const answer = await this.request(method, target, { body, headers: this.headers({ ifMatch }) });
+    const bound = this.requestTimeout + (wait ? this.waitTimeout ?? LONGEST_WAIT_MS : 0);
+    const answer = await this.request(method, target, { body, headers: this.headers({ ifMatch }), timeout: bound });
     this.noteVersion(answer.version);
     this.takeOwn(answer.events);
     return answer;
@@ -476,7 +499,7 @@ export class Session {
   }
 
   request(method, target, options) {
-    return request(this.fetcher, method, target, { ...options, maxResponseBytes: this.maxResponseBytes });
+    return request(this.fetcher, method, target, { timeout: this.requestTimeout, ...options, maxResponseBytes: this.maxResponseBytes });
   }
 
   headers({ ifMatch }) {
@@ -709,15 +732,40 @@ function url(baseURL, path) {
   return String(baseURL).replace(/\/+$/, "") + path;
 }
 
-async function request(fetcher, method, target, { body, headers = {}, signal, maxResponseBytes = MAX_RESPONSE_BYTES } = {}) {
-  const init = { method, headers: { ...headers }, cache: "no-store" };
-  if (signal) init.signal = signal;
+async function request(fetcher, method, target, { body, headers = {}, signal, maxResponseBytes = MAX_RESPONSE_BYTES, timeout } = {}) {
+  // Aborted by the caller's signal, or when the answer has not come whole in time.
+  const limit = timeout ?? REQUEST_TIMEOUT_MS;
+  const abort = new AbortController();
+  const init = { method, headers: { ...headers }, cache: "no-store", signal: abort.signal };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetcher(target, init);
-  const text = await boundedText(response, maxResponseBytes ?? MAX_RESPONSE_BYTES);
+  const forward = () => abort.abort(signal.reason);
+  if (signal?.aborted) forward();
+  else signal?.addEventListener("abort", forward, { once: true });
+  let timer;
+  // Raced as well as aborted: a `fetch` given in the options may not heed its signal.
+  const expired = new Promise((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new RequestTimeoutError(limit);
+      abort.abort(error);
+      reject(error);
+    }, timerDelay(limit));
+  });
+  const answer = (async () => {
+    const response = await fetcher(target, init);
+    return [response, await boundedText(response, maxResponseBytes ?? MAX_RESPONSE_BYTES)];
+  })();
+  // What the fetch does once the time is up is nobody's concern.
+  answer.catch(() => {});
+  let response, text;
+  try {
+    [response, text] = await Promise.race([answer, expired]);
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", forward);
+  }
   let json = null;
   try {
     json = text ? JSON.parse(text) : null;
