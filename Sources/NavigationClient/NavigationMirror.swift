@@ -100,6 +100,8 @@ public final class NavigationMirror {
                 let stream = EventStreamConnection.open(try streamURL(ticket: ticket), idleTimeout: idleTimeout,
                                                         maxEventBytes: maxEventBytes)
                 for try await item in stream {
+                    // `stop()` may have run while this waited for the item.
+                    if connection == .ended { return }
                     switch item {
                     case .open:
                         connection = .open

@@ -53,6 +53,26 @@ import Testing
         await navd.stop()
     }
 
+    /// navd's integers are 64-bit: one past ±2⁵³, which a `Double` would round, is mirrored and
+    /// sent back exact, and every other number stays a `number`.
+    @Test func aWholeNumberPastWhatADoubleHoldsStaysExact() async throws {
+        let navd = try await LoopbackNavd()
+        let large: Int64 = 9_007_199_254_740_993
+        let created = try await navd.client.createSession(feature: "counter", state: .object(["count": .integer(large)]))
+        #expect(created.navigation.state["count"] == .integer(large) && created.navigation.state["count"]?.intValue == Int(large))
+        let session = navd.client.session(id: created.id, token: created.token)
+        let mirror = NavigationMirror(session: session)
+        mirror.start()
+        try await until("open") { mirror.connection == .open && mirror.tree != nil }
+        #expect(mirror.tree?.state["count"] == .integer(large))
+        _ = try await session.replaceState(.object(["count": .integer(.max)]))
+        #expect(try await settled(mirror).state["count"] == .integer(.max))
+        _ = try await session.replaceState(.object(["count": .number(3)]))
+        #expect(try await settled(mirror).state["count"] == .number(3))
+        mirror.stop()
+        await navd.stop()
+    }
+
     @Test func anAppStackIsMirroredThroughPushPopAndDeepLinks() async throws {
         let navd = try await LoopbackNavd()
         let created = try await navd.client.createSession(feature: "app")
