@@ -19,7 +19,9 @@ public final class EventStream: Sendable {
     }
 
     private let state: Mutex<State>
-    private let bufferLimit: Int
+    /// The most that may wait for the client behind the message being written: what a handler
+    /// should not queue in one message when it has a smaller choice (a snapshot for a long replay).
+    public let bufferLimit: Int
     /// The executor of the loop that writes this stream (nil for one that never opened): what
     /// fans a batch out to many streams can queue each loop's share on that loop.
     public let executor: LoopExecutor?

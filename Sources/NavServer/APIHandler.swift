@@ -785,7 +785,7 @@ final class APIHandler: HTTPHandler {
         hosted.navigation.isolated { session in
             // A client that hung up while its request waited costs no snapshot.
             guard stream.isOpen else { return }
-            session.attach(after: lastEventID) { start, through in
+            session.attach(after: lastEventID, replayLimit: stream.bufferLimit) { start, through in
                 var first = ServerSentEvents.preamble
                 switch start {
                 case .resume(let missed):

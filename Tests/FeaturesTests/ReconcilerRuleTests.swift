@@ -237,6 +237,15 @@ import Testing
         }
         guard case .resume(let none) = await session.attach(after: 6, { start, _ in start }) else { Issue.record("expected a resume"); return }
         #expect(none.isEmpty)
+
+        // Missed events that would take more than the stream holds: a snapshot instead.
+        let bytes = events.reduce(0) { $0 + $1.encodedData.count }
+        guard case .resume = await session.attach(after: 4, replayLimit: bytes, { start, _ in start }) else { Issue.record("expected a resume"); return }
+        guard case .snapshot(let instead) = await session.attach(after: 4, replayLimit: bytes - 1, { start, _ in start }) else {
+            Issue.record("expected a snapshot for a replay over the limit")
+            return
+        }
+        #expect(instead.sequence == 6)
     }
 
     /// Streams that open while nothing changes share one encoded snapshot; any change, a deep

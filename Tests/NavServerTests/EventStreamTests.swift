@@ -157,6 +157,30 @@ import TestSupport
     /// A snapshot larger than the stream's 1 MiB output limit reaches a client that reads it,
     /// and is not held for one that does not: that stream is closed (after 5 s without progress)
     /// and its memory freed, although no heartbeat or event came to trip the limit.
+    /// A resume whose missed events would take more than a stream holds (1 MiB) gets a snapshot
+    /// instead: queued whole, the event buffer (8 MiB by default) would wait for each connection.
+    @Test func aResumeOfMoreThanAStreamHoldsGetsASnapshot() async throws {
+        let server = try await TestServer()
+        let (id, token) = try await server.session("app")
+        let client = try server.client()
+        let fact = String(repeating: "f", count: 60_000)
+        let counter = #"{"counter":{"destination":{"fact":{"value":"\#(fact)"}}}}"#
+        var lastID = 0
+        for _ in 0..<20 {
+            let pushed = try await client.request("POST", "/sessions/\(id)/features/root/push", token: token, json: #"{"value":\#(counter)}"#)
+            #expect(pushed.status == 200)
+            lastID = pushed.json["events"]?.arrayValue?.last?["id"]?.intValue ?? lastID
+        }
+        let last = lastID
+        #expect(last == 40, "each push brings its element and the element's fact sheet: 1.2 MB in all")
+        let far = try await subscribe(server, id, token, lastEventID: 0)
+        let first = try #require(try await far.readEvents { _ in true }.first)
+        #expect(first.name == "snapshot" && first.id == last)
+        let near = try await subscribe(server, id, token, lastEventID: last - 2)
+        #expect(try await near.readEvents { $0.id == last }.map(\.id) == [last - 1, last])
+        await server.stop()
+    }
+
     @Test func aSnapshotBeyondTheOutputLimitIsHeldOnlyForAClientThatReadsIt() async throws {
         let server = try await TestServer()
         let fact = String(repeating: "f", count: 60_000)

@@ -213,11 +213,17 @@ public actor NavigationSession {
     /// snapshot shows them: a snapshot of batches a crash could still lose would carry an id the
     /// restarted session issues again for other events. `body` gets the last event id its start
     /// covers; the batches still being written reach the subscriber once they are durable.
-    public func attach<Result: Sendable>(after lastEventID: Int?, _ body: @Sendable (Start, Int) -> Result) -> Result {
+    ///
+    /// A resume whose missed events take more than `replayLimit` bytes gets a snapshot instead,
+    /// as if they were no longer kept: queued for one stream, the whole event buffer (megabytes)
+    /// would wait for a client that may read it for an hour, once per connection it opens.
+    public func attach<Result: Sendable>(after lastEventID: Int?, replayLimit: Int = .max,
+                                         _ body: @Sendable (Start, Int) -> Result) -> Result {
         if let endEvent { return body(.ended(endEvent), endEvent.sequence) }
         flush()
         let published = durability?.durableSequence ?? lastSequence
-        if let lastEventID, let missed = log.events(after: lastEventID, lastIssued: published) {
+        if let lastEventID, let missed = log.events(after: lastEventID, lastIssued: published),
+           missed.reduce(0, { $0 + $1.encodedData.count }) <= replayLimit {
             return body(.resume(missed), published)
         }
         if let durable = durableSnapshot() { return body(.snapshot(durable), durable.sequence) }
