@@ -356,6 +356,31 @@ import Testing
         #expect(shown.events.contains { $0.kind == .present })
     }
 
+    /// Near the bound, a change is measured by what changed and what it brings, the rest of the
+    /// tree counted as it stands: a screen deep in a long path presenting another is refused by
+    /// exactly the bytes it would add, no more and no fewer.
+    @Test func aChangeNearTheBoundIsMeasuredExactlyWithoutDerivingTheRest() async throws {
+        let catalog = FeatureSet.catalog(Harness.dependencies())
+        let fact = String(repeating: "f", count: 5000)
+        let state = json(#"{"path":[{"counter":{"destination":{"fact":{"value":"\#(fact)"}}}},{"counter":{}},{"counter":{"count":3}}]}"#)
+        func session(_ limit: Int) throws -> NavigationSession {
+            try catalog.makeSession(feature: "app", state: state, limits: SessionLimits(maxStateBytes: limit))
+        }
+        let unbounded = try session(1 << 20)
+        let before = await unbounded.stateBytes
+        let element = try #require(await unbounded.navigation()["stacks"]?[0]?["elements"]?[2]?["id"]?.stringValue)
+        _ = try await unbounded.perform(target: element, action: "settingsButtonTapped", arguments: nil)
+        let added = await unbounded.stateBytes - before
+        #expect(added > 0)
+
+        let tight = try session(before + added - 1)
+        await #expect(throws: NavigationError.self) { try await tight.perform(target: element, action: "settingsButtonTapped", arguments: nil) }
+        #expect(await tight.stateBytes == before, "refused, and nothing of it kept")
+        let exact = try session(before + added)
+        _ = try await exact.perform(target: element, action: "settingsButtonTapped", arguments: nil)
+        #expect(await exact.stateBytes == before + added)
+    }
+
     /// A fact service whose facts take `delay` and are `size` bytes long, by number.
     struct SizedFacts: FactClient {
         let delay: @Sendable (Int) -> Duration

@@ -175,11 +175,21 @@ final class Reconciler {
         return nil
     }
 
-    /// What `stateBytes` would be after the next `reconcile`: the whole tree derived afresh, new
-    /// features included, so a change that grows some state and removes other state is judged
-    /// by what remains. Costs a walk of the tree: taken near the bound, and for an effect's batch.
+    /// What `stateBytes` would be after the next `reconcile`, new features included, so a change
+    /// that grows some state and removes other state is judged by what remains. Only what
+    /// changed is derived afresh, with everything under it: a feature that did not change has
+    /// the same state and children, whose bytes are already counted. Derived whole, a tree near
+    /// the bound made every small change cost a walk of megabytes of state.
     func prospectiveStateBytes() -> Int {
-        prospectiveStateBytes(of: root.feature)
+        prospectiveStateBytes(of: root, changed: Set(tracker.peek()))
+    }
+
+    private func prospectiveStateBytes(of node: Node, changed: Set<Int>) -> Int {
+        if changed.contains(node.serial) { return prospectiveStateBytes(of: node.feature) }
+        var bytes = node.stateBytes
+        for child in node.presentations { bytes += prospectiveStateBytes(of: child, changed: changed) }
+        for stack in node.stacks { for element in stack.elements { bytes += prospectiveStateBytes(of: element, changed: changed) } }
+        return bytes
     }
 
     private func prospectiveStateBytes(of feature: any AnyLiveFeature) -> Int {
