@@ -379,6 +379,20 @@ import Testing
         let exact = try session(before + added)
         _ = try await exact.perform(target: element, action: "settingsButtonTapped", arguments: nil)
         #expect(await exact.stateBytes == before + added)
+
+        // A change of the root: the elements it keeps are counted as they stand, the new one derived.
+        let grown = await unbounded.stateBytes
+        _ = try await unbounded.perform(target: "root", action: "counterButtonTapped", arguments: nil)
+        let pushed = await unbounded.stateBytes - grown
+        #expect(pushed > 0)
+        let tightRoot = try session(grown + pushed - 1)
+        _ = try await tightRoot.perform(target: element, action: "settingsButtonTapped", arguments: nil)
+        await #expect(throws: NavigationError.self) { try await tightRoot.perform(target: "root", action: "counterButtonTapped", arguments: nil) }
+        #expect(await tightRoot.stateBytes == grown)
+        let exactRoot = try session(grown + pushed)
+        _ = try await exactRoot.perform(target: element, action: "settingsButtonTapped", arguments: nil)
+        _ = try await exactRoot.perform(target: "root", action: "counterButtonTapped", arguments: nil)
+        #expect(await exactRoot.stateBytes == grown + pushed)
     }
 
     /// A fact service whose facts take `delay` and are `size` bytes long, by number.

@@ -177,18 +177,35 @@ final class Reconciler {
 
     /// What `stateBytes` would be after the next `reconcile`, new features included, so a change
     /// that grows some state and removes other state is judged by what remains. Only what
-    /// changed is derived afresh, with everything under it: a feature that did not change has
-    /// the same state and children, whose bytes are already counted. Derived whole, a tree near
-    /// the bound made every small change cost a walk of megabytes of state.
+    /// changed is derived afresh: a feature that did not change has the same state and children,
+    /// whose bytes are already counted, and one that did keeps on screen what `reconcile` would
+    /// keep (rules 1 and 6), measured the same way; only what it newly shows is derived whole.
+    /// Derived whole, a tree near the bound made every small change cost a walk of megabytes.
     func prospectiveStateBytes() -> Int {
         prospectiveStateBytes(of: root, changed: Set(tracker.peek()))
     }
 
     private func prospectiveStateBytes(of node: Node, changed: Set<Int>) -> Int {
-        if changed.contains(node.serial) { return prospectiveStateBytes(of: node.feature) }
-        var bytes = node.stateBytes
-        for child in node.presentations { bytes += prospectiveStateBytes(of: child, changed: changed) }
-        for stack in node.stacks { for element in stack.elements { bytes += prospectiveStateBytes(of: element, changed: changed) } }
+        guard changed.contains(node.serial) else {
+            var bytes = node.stateBytes
+            for child in node.presentations { bytes += prospectiveStateBytes(of: child, changed: changed) }
+            for stack in node.stacks { for element in stack.elements { bytes += prospectiveStateBytes(of: element, changed: changed) } }
+            return bytes
+        }
+        guard let derivation = node.feature.derive() else { return 0 }
+        var bytes = JSONWriter.size(derivation.state)
+        for (slot, child) in derivation.presentations {
+            if let kept = node.presentations.first(where: { $0.isAttached && isSame($0, slot: slot, child: child) }) {
+                bytes += prospectiveStateBytes(of: kept, changed: changed)
+            } else {
+                bytes += prospectiveStateBytes(of: child.makeFeature())
+            }
+        }
+        for (stack, contents) in zip(node.stacks, derivation.stacks) {
+            let prefix = min(stack.fingerprint.commonPrefix(with: contents.fingerprint()), stack.elements.count)
+            for element in stack.elements[..<prefix] { bytes += prospectiveStateBytes(of: element, changed: changed) }
+            for index in prefix..<contents.count { bytes += prospectiveStateBytes(of: contents.makeFeature(index)) }
+        }
         return bytes
     }
 
