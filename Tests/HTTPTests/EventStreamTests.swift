@@ -20,6 +20,18 @@ import Testing
         try withExtendedLifetime(client) { try body(stream) }
     }
 
+    /// A stream whose client has read the response head, with one message of `bytes` queued for
+    /// it: where the slow-reader tests start, each reading at its own pace.
+    private func streamWithLargeMessage(_ server: HTTPServer, _ handler: TestHandler, bytes: Int,
+                                        receiveBuffer: Int32? = nil) throws -> (TestClient, EventStream) {
+        let client = try TestClient(port: server.port, receiveBuffer: receiveBuffer)
+        try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        _ = try client.read(until: "\r\n\r\n")
+        let stream = try #require(handler.streams.withLock { $0.first })
+        #expect(stream.send([UInt8](repeating: UInt8(ascii: "s"), count: bytes)))
+        return (client, stream)
+    }
+
     /// A stream whose application sends as fast as the socket takes (a reader that keeps up,
     /// big socket buffers) does not hold its loop: another connection on the same loop is
     /// answered within a bound, request after request.
@@ -247,11 +259,7 @@ import Testing
     /// the buffer): the socket shows the client taking bytes all the same, and it keeps its stream.
     @Test func aSlowReaderTheKernelReportsNoRoomForKeepsItsStream() throws {
         try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .seconds(2); $0.streamSendBuffer = 1 << 20 }) { server, handler in
-            let client = try TestClient(port: server.port)
-            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            _ = try client.read(until: "\r\n\r\n")
-            let stream = try #require(handler.streams.withLock { $0.first })
-            #expect(stream.send([UInt8](repeating: UInt8(ascii: "s"), count: 8 << 20)))
+            let (client, stream) = try streamWithLargeMessage(server, handler, bytes: 8 << 20)
             // About 200 KB a second for 3 s: the kernel reports room after some 700 KB, later
             // than the stall timeout, while the client's window opens every half second or so.
             let start = ContinuousClock.now
@@ -271,11 +279,7 @@ import Testing
     /// for it would be held for hours. It is cut off like one that takes nothing.
     @Test func aClientThatTricklesIsCutOffAsTooSlow() throws {
         try withServer({ $0.streamBufferLimit = 64 * 1024; $0.streamStallTimeout = .seconds(1) }) { server, handler in
-            let client = try TestClient(port: server.port, receiveBuffer: 1)
-            try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
-            _ = try client.read(until: "\r\n\r\n")
-            let stream = try #require(handler.streams.withLock { $0.first })
-            #expect(stream.send([UInt8](repeating: UInt8(ascii: "s"), count: 4 << 20)))
+            let (client, stream) = try streamWithLargeMessage(server, handler, bytes: 4 << 20, receiveBuffer: 1)
             // A few hundred bytes every 300 ms: about 2 KB a second, under the 16 KiB per stall
             // timeout a reader must take, though the socket sees them taken.
             let start = ContinuousClock.now
