@@ -185,6 +185,7 @@ final class Reconciler {
         prospectiveStateBytes(of: root, changed: Set(tracker.peek()))
     }
 
+    /// A feature on screen: as it stands, unless it changed.
     private func prospectiveStateBytes(of node: Node, changed: Set<Int>) -> Int {
         guard changed.contains(node.serial) else {
             var bytes = node.stateBytes
@@ -192,29 +193,28 @@ final class Reconciler {
             for stack in node.stacks { for element in stack.elements { bytes += prospectiveStateBytes(of: element, changed: changed) } }
             return bytes
         }
-        guard let derivation = node.feature.derive() else { return 0 }
-        var bytes = JSONWriter.size(derivation.state)
-        for (slot, child) in derivation.presentations {
-            if let kept = node.presentations.first(where: { $0.isAttached && isSame($0, slot: slot, child: child) }) {
-                bytes += prospectiveStateBytes(of: kept, changed: changed)
-            } else {
-                bytes += prospectiveStateBytes(of: child.makeFeature())
-            }
-        }
-        for (stack, contents) in zip(node.stacks, derivation.stacks) {
-            let prefix = min(stack.fingerprint.commonPrefix(with: contents.fingerprint()), stack.elements.count)
-            for element in stack.elements[..<prefix] { bytes += prospectiveStateBytes(of: element, changed: changed) }
-            for index in prefix..<contents.count { bytes += prospectiveStateBytes(of: contents.makeFeature(index)) }
-        }
-        return bytes
+        return prospectiveStateBytes(of: node.feature, keeping: node, changed: changed)
     }
 
-    private func prospectiveStateBytes(of feature: any AnyLiveFeature) -> Int {
+    /// A feature derived afresh: of what `node` shows, what `reconcile` would keep counts as it
+    /// stands; what is new (all of it, without a node) is derived whole.
+    private func prospectiveStateBytes(of feature: any AnyLiveFeature, keeping node: Node?, changed: Set<Int>) -> Int {
         guard let derivation = feature.derive() else { return 0 }
         var bytes = JSONWriter.size(derivation.state)
-        for (_, child) in derivation.presentations { bytes += prospectiveStateBytes(of: child.makeFeature()) }
-        for contents in derivation.stacks {
-            for index in 0..<contents.count { bytes += prospectiveStateBytes(of: contents.makeFeature(index)) }
+        for (slot, child) in derivation.presentations {
+            if let kept = node?.presentations.first(where: { $0.isAttached && isSame($0, slot: slot, child: child) }) {
+                bytes += prospectiveStateBytes(of: kept, changed: changed)
+            } else {
+                bytes += prospectiveStateBytes(of: child.makeFeature(), keeping: nil, changed: changed)
+            }
+        }
+        for (index, contents) in derivation.stacks.enumerated() {
+            var prefix = 0
+            if let stack = node.flatMap({ index < $0.stacks.count ? $0.stacks[index] : nil }) {
+                prefix = min(stack.fingerprint.commonPrefix(with: contents.fingerprint()), stack.elements.count)
+                for element in stack.elements[..<prefix] { bytes += prospectiveStateBytes(of: element, changed: changed) }
+            }
+            for index in prefix..<contents.count { bytes += prospectiveStateBytes(of: contents.makeFeature(index), keeping: nil, changed: changed) }
         }
         return bytes
     }
