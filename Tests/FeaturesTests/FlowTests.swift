@@ -39,6 +39,23 @@ import TestSupport
         try await wifi.sync()
     }
 
+    /// Joining again while a join is under way changes nothing and starts nothing: the spinner
+    /// stays up until the first join ends, which reads the password as it is then.
+    @Test func wifi_aSecondJoinWhileConnectingDoesNothing() async throws {
+        var wifi = try await Harness("wifi", dependencies: Harness.dependencies(delay: .milliseconds(400)))
+        _ = try await wifi.session.perform(target: "root", action: "networkTapped", arguments: ["network": "n1"])
+        let connect = try #require(await wifi.presentation("destination.connect"))
+        let join = try await wifi.session.perform(target: connect, action: "joinButtonTapped", arguments: nil)
+        _ = try await wifi.session.bind(target: connect, field: "password", value: "blob")
+        let again = try await wifi.session.perform(target: connect, action: "joinButtonTapped", arguments: nil)
+        #expect(again.events.isEmpty)
+        #expect(await wifi.session.waitForEffects(of: again, timeout: .milliseconds(100)).effectsPending == false)
+        let joined = await wifi.session.waitForEffects(of: join, timeout: .seconds(5))
+        #expect(joined.events.contains { $0.kind == .dismiss && $0.data["id"] == .string(connect) }, "the password typed meanwhile counts")
+        #expect(await wifi.state()["selectedNetworkID"] == "n1")
+        try await wifi.sync()
+    }
+
     @Test func wifi_tappingAnOpenNetworkSelectsIt_andTurningWifiOffClearsEverything() async throws {
         var wifi = try await Harness("wifi")
         let selected = try await wifi.session.perform(target: "root", action: "networkTapped", arguments: ["network": "n2"])
@@ -234,6 +251,21 @@ import TestSupport
         let dismissed = await gallery.session.waitForEffects(of: second, timeout: .seconds(5))
         #expect(dismissed.events.contains { $0.kind == .dismiss && $0.data == json(#"{"id":"\#(secondAlert)","origin":"server"}"#) })
         #expect(await gallery.presentation("timedAlert") == nil)
+        try await gallery.sync()
+    }
+
+    /// Each tap's alert replaces the one before, and its timer the one before: a flood of taps
+    /// leaves one timer running, not one per tap for the whole delay.
+    @Test func gallery_aNewerAlertsTimerEndsTheOneBefore() async throws {
+        var gallery = try await Harness("gallery", dependencies: Harness.dependencies(delay: .seconds(30)))
+        let first = try await gallery.session.perform(target: "root", action: "timedAlertButtonTapped", arguments: nil)
+        let second = try await gallery.session.perform(target: "root", action: "timedAlertButtonTapped", arguments: nil)
+        let secondAlert = try #require(await gallery.presentation("timedAlert"))
+        let replaced = await gallery.session.waitForEffects(of: first, timeout: .seconds(5))
+        #expect(!replaced.effectsPending, "the first tap's timer ended when the second alert took over")
+        #expect(await gallery.presentation("timedAlert") == secondAlert, "an ended timer dismisses nothing")
+        let waiting = await gallery.session.waitForEffects(of: second, timeout: .milliseconds(200))
+        #expect(waiting.effectsPending, "the alert on screen keeps its timer")
         try await gallery.sync()
     }
 

@@ -58,6 +58,8 @@ public final class GalleryModel {
     }
 
     @ObservationIgnored private let dependencies: FeatureDependencies
+    /// The running timer of the self-dismissing alert, which the next alert's replaces.
+    @ObservationIgnored private var dismissalTimer: Task<Bool, Never>?
 
     public init(dependencies: FeatureDependencies) {
         self.dependencies = dependencies
@@ -141,8 +143,14 @@ public final class GalleryModel {
         await dismiss(alert, after: left.isFinite ? .milliseconds(Int64(left * 1000)) : delay)
     }
 
+    /// Waits out `delay`, unless a newer alert's timer takes over: one timer per gallery, not
+    /// one per tap, so a flood of taps holds nothing beyond the alert on screen.
     private func dismiss(_ alert: TimedAlert, after delay: Duration) async {
-        guard await pause(for: delay) else { return }
+        dismissalTimer?.cancel()
+        let timer = Task { await pause(for: delay) }
+        dismissalTimer = timer
+        let elapsed = await withTaskCancellationHandler { await timer.value } onCancel: { timer.cancel() }
+        guard elapsed else { return }
         if timedAlert == alert { timedAlert = nil }
     }
 

@@ -178,7 +178,11 @@ public final class ConnectToNetworkModel {
         self.delay = delay
     }
 
+    /// A tap while a join is under way does nothing, as a disabled button would: the join
+    /// under way reads the password when it finishes, and a second timer would only lower the
+    /// spinner early and hold a task per tap.
     public func joinButtonTapped() async {
+        guard !isConnecting else { return }
         isConnecting = true
         defer { isConnecting = false }
         guard await pause(for: delay) else { return }
