@@ -319,6 +319,22 @@ import TestSupport
         try await counter.sync()
     }
 
+    /// A deep link that lowers the spinner while a fetch runs says no fact is coming: the
+    /// fetch's answer, about the same number, is dropped rather than shown out of nowhere.
+    @Test func aDeepLinkThatLowersTheSpinnerDropsTheFetchsAnswer() async throws {
+        let facts = HeldFacts()
+        var counter = try await Harness("counter", dependencies: Harness.dependencies(facts: facts))
+        let fetching = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
+        _ = try await counter.session.replaceState(json(#"{"count":0}"#)).followed(by: try await counter.session.settleEffects())
+        #expect(await counter.state()["factIsLoading"] == false)
+        facts.release()
+        let ended = await counter.session.waitForEffects(of: fetching, timeout: .seconds(5))
+        #expect(!ended.effectsPending)
+        #expect(await counter.state()["destination"] == .null)
+        #expect(await counter.presentation("destination.fact") == nil)
+        try await counter.sync()
+    }
+
     @Test func badActionsAndBindingsAreTypedErrorsThatChangeNothing() async throws {
         let wifi = try await Harness("wifi")
         let before = await wifi.session.describe()

@@ -68,7 +68,8 @@ public final class CounterModel {
 
     /// A tap while the spinner is up starts no other fetch: another would only take a share of
     /// the fact service from other sessions. The fact shown is always about the number on
-    /// screen: an answer that arrives after the number changed (a tap, a deep link) is dropped.
+    /// screen, and comes only while the spinner says one is coming: an answer that arrives after
+    /// the number changed (a tap, a deep link) or the spinner was lowered (a deep link) is dropped.
     public func factButtonTapped() async {
         guard !(factIsLoading && awaitedFetch != nil) else { return }
         fetchesStarted += 1
@@ -87,7 +88,7 @@ public final class CounterModel {
         } catch {
             answer = .alert(FactFailure(message: error.message))
         }
-        guard !Task.isCancelled, awaitedFetch == fetch, count == number else { return }
+        guard !Task.isCancelled, awaitedFetch == fetch, factIsLoading, count == number else { return }
         destination = answer
     }
 
