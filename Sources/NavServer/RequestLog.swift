@@ -13,15 +13,17 @@ import Darwin
 /// `recovered`, `stopped`…) always. Bodies and tokens are never logged.
 ///
 /// Lines only append to a buffer; a queue of its own writes it out, so a stalled stdout never
-/// blocks a socket loop. Past `limit` unwritten bytes, request lines are dropped and counted
-/// rather than held.
+/// blocks a socket loop, and no write waits long on it, so it never holds up a shutdown either.
+/// Past `limit` unwritten bytes, request lines are dropped and counted rather than held. A line
+/// stdout took only part of (a full disk) is finished before anything else is written: lines are
+/// lost whole or not at all, never torn.
 final class RequestLog: Sendable {
     enum Level: String, Sendable {
         case info, warn, error
     }
 
-    /// Where finished lines go: stdout, or a test's buffer.
-    typealias Output = @Sendable ([UInt8]) -> Void
+    /// Where finished lines go: stdout, or a test's buffer. Takes what it can by the deadline.
+    typealias Output = @Sendable (_ bytes: [UInt8], _ deadline: ContinuousClock.Instant) -> StandardStream.Written
 
     /// What one answered request leaves in the log.
     struct Request {
@@ -104,10 +106,20 @@ final class RequestLog: Sendable {
     }
 
     /// An operational event (listening, sessions recovered, a record skipped, stopped): always
-    /// logged, whether requests are or not, and written out at once, after any lines before it.
+    /// logged, whether requests are or not, and written out at once, after any lines before it:
+    /// on the writer's queue, so that whoever notes it (the store's writer) never waits on
+    /// stdout; once the writer has stopped, in place, for a moment at most.
     func note(_ level: Level, _ event: String, _ fields: [(String, JSON)] = []) {
         append(level, event, fields, always: true)
-        flush()
+        if stopped.load(ordering: .acquiring) {
+            flush(by: .now + Self.lastWait)
+        } else if noteFlushQueued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
+            // One queued at a time: each waits for stdout, and a stop waits for what is queued.
+            writerQueue.async {
+                self.noteFlushQueued.store(false, ordering: .releasing)
+                self.flush(by: .now + Self.writeWait)
+            }
+        }
     }
 
     private func append(_ level: Level, _ event: String, _ fields: [(String, JSON)], always: Bool = false) {
@@ -149,32 +161,45 @@ final class RequestLog: Sendable {
         // The handler holds its timer until it cancels it, which lets go of both.
         timer.setEventHandler { [weak self, timer] in
             guard let self, !self.stopped.load(ordering: .acquiring) else { return timer.cancel() }
-            self.flush()
+            self.flush(by: .now + Self.writeWait)
         }
         timer.schedule(deadline: .now() + Self.writeInterval, repeating: Self.writeInterval, leeway: .milliseconds(20))
         timer.resume()
     }
 
-    /// Stops the writer and writes out what is left. Once it returns, the timer writes no more
-    /// (a tick under way has finished; the next cancels the timer).
+    /// Stops the writer and writes out what is left, waiting `lastWait` at most for stdout (and
+    /// `writeWait` for a write under way). Once it returns, the timer writes no more (a tick
+    /// under way has finished; the next cancels the timer).
     func stopWriting() {
         stopped.store(true, ordering: .releasing)
         writerQueue.sync {}
-        flush()
+        flush(by: .now + Self.lastWait)
     }
 
     private static let writeInterval: DispatchTimeInterval = .milliseconds(200)
+    /// How long one write may wait for stdout to take lines; what it did not take waits for the
+    /// next, in the buffer (and counts toward `limit`).
+    private static let writeWait: Duration = .milliseconds(250)
+    /// How long the last writes, as the server stops, may wait: a stdout nobody reads must not
+    /// make a clean stop overrun its deadline.
+    private static let lastWait: Duration = .milliseconds(200)
     private let writerQueue = DispatchQueue(label: "navd.log")
     private let stopped = Atomic(false)
+    private let noteFlushQueued = Atomic(false)
 
-    func flush() {
+    /// Writes out what is buffered, waiting for stdout until `deadline` at most; what it did not
+    /// take goes back to the front of the buffer, unless stdout is gone for good.
+    func flush(by deadline: ContinuousClock.Instant) {
         writing.withLock { _ in
             var (bytes, dropped) = take()
             if dropped > 0 {
                 append(.warn, "log_lines_dropped", [("count", .int(dropped))], always: true)
                 bytes += take().bytes
             }
-            if !bytes.isEmpty { output(bytes) }
+            guard !bytes.isEmpty else { return }
+            let written = output(bytes, deadline)
+            guard written.count < bytes.count, !written.isClosed else { return }
+            buffer.withLock { $0.bytes.insert(contentsOf: bytes[written.count...], at: 0) }
         }
     }
 
@@ -190,7 +215,10 @@ final class RequestLog: Sendable {
 
     /// Writes to stdout. A closed or failing stdout must not take the server down: the lines are
     /// lost, nothing else.
-    static let standardOutput: Output = { bytes in StandardStream.output.write(bytes) }
+    static let standardOutput: Output = { bytes, deadline in StandardStream.output.write(bytes, by: deadline) }
+
+    /// Takes every line and keeps none: a server whose log nobody reads (a test's).
+    static let discarding: Output = { bytes, _ in StandardStream.Written(count: bytes.count, isClosed: false) }
 
     /// Milliseconds with microsecond precision.
     private static func milliseconds(_ seconds: Double) -> JSON {

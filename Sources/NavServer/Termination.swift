@@ -88,7 +88,7 @@ final class Termination: Sendable {
                                    tv_nsec: Self.nanoseconds(Self.hardLimit) % 1_000_000_000)
             var remaining = timespec()
             while nanosleep(&request, &remaining) != 0, errno == EINTR { request = remaining }
-            StandardStream.error.writeLine("\(self.program): shutdown did not finish in time; exiting anyway")
+            StandardStream.error.writeLine("\(self.program): shutdown did not finish in time; exiting anyway", within: .milliseconds(200))
             _exit(1)
         }
         server.drain(until: drainStart + Self.drainTime)

@@ -234,6 +234,24 @@ import TestSupport
         }
     }
 
+    /// A log shipper that stops reading stdout holds up nothing: requests are answered, lines
+    /// past the buffer are dropped, and SIGTERM still ends in a clean stop, exit 0.
+    @Test func aStdoutNobodyReadsHoldsUpNeitherRequestsNorTheStop() async throws {
+        let navd = try Running(["--port", "0", "--store", "memory"])
+        try navd.waitUntilListening()
+        // Nothing reads the pipe from here on: its 64 KiB fill with request lines, then the log's buffer.
+        let client = try LoopbackClient(port: navd.port)
+        for _ in 0..<2_000 {
+            let answer = try await client.request("GET", "/healthz", headers: [("X-Request-ID", String(repeating: "r", count: 100))])
+            #expect(answer.status == 200)
+        }
+        let signalled = ContinuousClock.now
+        navd.process.terminate()
+        #expect(await navd.wait(timeout: .seconds(8)))
+        #expect(ContinuousClock.now - signalled < .seconds(5))
+        #expect(navd.process.terminationStatus == 0, "\(String(decoding: navd.errors.fileHandleForReading.availableData, as: UTF8.self))")
+    }
+
     /// The environment a process started with, from /proc (Linux).
     private static func startingEnvironment(_ pid: Int32) -> [String] {
         guard let bytes = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { return [] }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import NavServer
 import NavigationCore
+import Synchronization
 import Testing
 import TestSupport
 
@@ -267,5 +268,62 @@ import TestSupport
         #expect(capture.lines.count == 1)
         log.note(.info, "stopped")
         #expect(capture.lines.map { $0["request_id"]?.stringValue ?? $0["event"]?.stringValue } == ["while-writing", "after-stopping", "stopped"])
+    }
+    /// A stdout that takes part of a line (a full disk) gets the rest of it before anything
+    /// else, so every line arrives whole; lines past the buffer's bound while it takes nothing
+    /// are dropped and counted, never torn.
+    @Test func aLineStdoutTookPartOfIsFinishedFirstAndLinesAreLostWholeOrNotAtAll() async throws {
+        let written = Mutex<[UInt8]>([])
+        let room = Mutex<Int?>(10)
+        let log = RequestLog(enabled: true, output: { bytes, _ in
+            let taken = min(bytes.count, room.withLock { $0 } ?? bytes.count)
+            room.withLock { if $0 != nil { $0 = 0 } }
+            written.withLock { $0 += bytes[..<taken] }
+            return StandardStream.Written(count: taken, isClosed: false)
+        })
+        func record(_ id: String) {
+            log.record(.init(id: id, remote: "127.0.0.1:1", method: "GET", path: "/healthz", query: [],
+                             status: 200, bytes: 0, seconds: 0))
+        }
+        record("first")
+        record("second")
+        log.flush(by: .now)
+        #expect(written.withLock { $0.count } == 10, "a full disk took the first 10 bytes")
+        var recorded = 2
+        while recorded < 40_000 {
+            record("more-\(recorded)")
+            recorded += 1
+        }
+        log.flush(by: .now)
+        room.withLock { $0 = nil }
+        log.flush(by: .now)
+        let text = String(decoding: written.withLock { $0 }, as: UTF8.self)
+        #expect(text.hasSuffix("\n"))
+        let lines = text.split(separator: "\n").map { (try? JSONParser.parse(Array($0.utf8))) ?? .null }
+        #expect(!lines.contains(.null), "every line is whole")
+        #expect(lines.prefix(2).map { $0["request_id"] } == ["first", "second"])
+        let dropped = try #require(lines.first { $0["event"] == "log_lines_dropped" }?["count"]?.intValue)
+        let kept = lines.filter { $0["event"] == "request" }.count
+        #expect(dropped > 0)
+        #expect(kept + dropped == recorded, "each line is written or counted, once")
+    }
+
+    /// A stdout nobody reads holds up no one: notes return at once, and a stop waits for it
+    /// for a moment, not for good.
+    @Test func aStdoutThatTakesNothingHoldsUpNeitherNotesNorTheStop() async throws {
+        let log = RequestLog(enabled: true, output: { _, deadline in
+            let wait = ContinuousClock.now.duration(to: deadline)
+            if wait > .zero { Thread.sleep(forTimeInterval: Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18) }
+            return StandardStream.Written(count: 0, isClosed: false)
+        })
+        log.startWriting()
+        let started = ContinuousClock.now
+        for index in 0..<20 { log.note(.info, "noted", [("index", .int(index))]) }
+        #expect(ContinuousClock.now - started < .milliseconds(100))
+        try await Task.sleep(for: .milliseconds(300))
+        let stopping = ContinuousClock.now
+        log.stopWriting()
+        log.note(.info, "stopped")
+        #expect(ContinuousClock.now - stopping < .seconds(1), "at most a write under way, then 200 ms twice")
     }
 }

@@ -30,9 +30,8 @@ final class TestServer: Sendable {
         configuration.logRequests = log != nil
         configuration.io = .underTest
         configure(&configuration)
-        let discard: RequestLog.Output = { _ in }
         // The demo features wired exactly as navd wires them, through the public API.
-        server = NavigationServer(configuration: configuration, storage: storage, logOutput: log?.output ?? discard,
+        server = NavigationServer(configuration: configuration, storage: storage, logOutput: log?.output ?? RequestLog.discarding,
                                   features: { [settings] in DemoFeatures.catalog(settings, $0) })
         try await server.start()
     }
@@ -60,7 +59,10 @@ final class LogCapture: Sendable {
     private let bytes = Mutex<[UInt8]>([])
 
     var output: RequestLog.Output {
-        { [self] written in bytes.withLock { $0 += written } }
+        { [self] written, _ in
+            bytes.withLock { $0 += written }
+            return .init(count: written.count, isClosed: false)
+        }
     }
 
     var text: String { String(decoding: bytes.withLock { $0 }, as: UTF8.self) }

@@ -32,7 +32,7 @@ final class LoopbackNavd: Sendable {
             configuration.dataDirectory = directory
             storage = try NavigationServer.openStorage(configuration)
         }
-        server = NavigationServer(configuration: configuration, storage: storage, logOutput: { _ in },
+        server = NavigationServer(configuration: configuration, storage: storage, logOutput: RequestLog.discarding,
                                   features: { [settings] in DemoFeatures.catalog(settings, $0) })
         try await server.start()
     }
