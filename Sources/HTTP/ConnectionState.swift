@@ -238,8 +238,10 @@ struct ConnectionState {
         // megabytes, and a minute of every such answer left unread is memory a client can pile up.
         let patience = activity.outputBytes > settings.streamBufferLimit
             ? min(settings.idleTimeout, settings.streamStallTimeout) : settings.idleTimeout
+        // Closed as too slow, with a reset: a FIN would queue behind what the socket still holds,
+        // and the kernel would go on feeding it to a client that trickles for minutes.
         if activity.outputPending && activity.sinceWriteProgress > patience {
-            return .close(.clientClosed)
+            return .close(.tooSlow)
         }
         switch activity.readPhase {
         case .head:

@@ -211,7 +211,9 @@ import Testing
         }
     }
 
-    /// A large answer left unread is dropped after the stall timeout, long before the idle one.
+    /// A large answer left unread is dropped after the stall timeout, long before the idle one,
+    /// and with a reset: the kernel drops what the socket held instead of feeding it, for
+    /// minutes, to a client that trickles.
     @Test func aLargeUnreadAnswerIsDroppedAfterTheStallTimeout() throws {
         try withServer({ $0.idleTimeout = .seconds(60); $0.streamStallTimeout = .milliseconds(700) }) { server, _ in
             let client = try TestClient(port: server.port)
@@ -220,6 +222,8 @@ import Testing
             usleep(300_000)
             #expect(server.openConnectionCount == 1)
             #expect(TestHandler.eventually(timeout: 5) { server.openConnectionCount == 0 })
+            #expect(client.readToEnd(timeout: 3) == .reset)
+            #expect(client.buffered.count < 1 << 20, "what the socket held was dropped, not sent")
         }
     }
 

@@ -155,7 +155,7 @@ import Testing
         unread.outputPending = true
         unread.unansweredRequests = true
         unread.sinceWriteProgress = 6 * Self.second
-        #expect(state.expired(unread, now: 0, settings: settings) == .close(.clientClosed))
+        #expect(state.expired(unread, now: 0, settings: settings) == .close(.tooSlow))
     }
 
     /// An unread answer larger than a stream may hold waits only as long as a stalled stream.
@@ -173,7 +173,7 @@ import Testing
         unread.sinceWriteProgress = 6 * Self.second
         #expect(state.expired(unread, now: 0, settings: settings) == nil, "a small answer waits for the idle timeout")
         unread.outputBytes = 101
-        #expect(state.expired(unread, now: 0, settings: settings) == .close(.clientClosed))
+        #expect(state.expired(unread, now: 0, settings: settings) == .close(.tooSlow))
         unread.sinceWriteProgress = 4 * Self.second
         #expect(state.expired(unread, now: 0, settings: settings) == nil, "taken within the stall timeout")
     }
