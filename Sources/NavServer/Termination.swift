@@ -9,7 +9,9 @@ import Synchronization
 /// What SIGTERM, SIGINT and SIGHUP do: leave rotation for the grace period (a second signal
 /// cuts it short), then drain and exit, within `drainTime` of the drain's start whatever the
 /// load. SIGHUP is a stop like the others, not a reload: it is what a closing terminal or
-/// session manager sends, and navd reads its settings only at start.
+/// session manager sends, and navd reads its settings only at start. Started with SIGHUP
+/// ignored (`nohup`), navd keeps ignoring it: whoever started it so asked it to outlive the
+/// terminal.
 ///
 /// All of it runs on threads of its own, never on the cooperative pool: requests may have
 /// queued seconds of work there, and a shutdown waiting its turn behind them is what made
@@ -64,9 +66,21 @@ final class Termination: Sendable {
         sigemptyset(&set)
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGHUP)
+        if !hangUpIgnoredAtStart { sigaddset(&set, SIGHUP) }
         return set
     }
+
+    /// Whether the process started with SIGHUP ignored; asked once, before navd changes anything.
+    private static let hangUpIgnoredAtStart: Bool = {
+        var current = sigaction()
+        guard sigaction(SIGHUP, nil, &current) == 0 else { return false }
+        #if canImport(Glibc)
+        let handler = current.__sigaction_handler.sa_handler
+        #else
+        let handler = current.__sigaction_u.__sa_handler
+        #endif
+        return handler.map { unsafeBitCast($0, to: Int.self) } == unsafeBitCast(SIG_IGN, to: Int.self)
+    }()
 
     private func received() {
         if signalsSeen.add(1, ordering: .relaxed).newValue == 1 {

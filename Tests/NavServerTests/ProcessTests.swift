@@ -30,12 +30,14 @@ import TestSupport
         /// A directory this process made for itself, removed with it; a restart's is its caller's.
         private let ownsDataDirectory: Bool
 
-        init(_ arguments: [String], environment: [String: String] = [:], unsetting: [String] = [], dataDirectory: String? = nil) throws {
+        /// - Parameter launcher: a program that runs navd, its path first (`nohup`).
+        init(_ arguments: [String], environment: [String: String] = [:], unsetting: [String] = [], dataDirectory: String? = nil,
+             launcher: String? = nil) throws {
             guard let navd = ProcessTests.navd else { throw LoopbackClient.Failure(description: "navd binary not built") }
             self.dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("navd-process-\(UUID().uuidString)").path
             ownsDataDirectory = dataDirectory == nil
-            process.executableURL = navd
-            process.arguments = arguments
+            process.executableURL = launcher.map { URL(fileURLWithPath: $0) } ?? navd
+            process.arguments = launcher == nil ? arguments : [navd.path] + arguments
             var variables = ProcessInfo.processInfo.environment.merging(["NAVD_DATA_DIR": self.dataDirectory]) { $1 }.merging(environment) { $1 }
             for name in unsetting { variables[name] = nil }
             process.environment = variables
@@ -114,6 +116,20 @@ import TestSupport
         #expect(ContinuousClock.now - signalled < .seconds(5))
         #expect(navd.process.terminationStatus == 0)
         #expect(navd.process.terminationReason == .exit)
+    }
+
+    /// Started with SIGHUP ignored (`nohup navd &`), navd outlives the terminal that closes;
+    /// SIGTERM still stops it.
+    @Test func underNohupAHangUpDoesNotStopIt() async throws {
+        let navd = try Running(["--port", "0", "--store", "memory", "--log-requests", "off"], launcher: "/usr/bin/nohup")
+        try navd.waitUntilListening()
+        kill(navd.process.processIdentifier, SIGHUP)
+        #expect(await navd.wait(timeout: .seconds(1)) == false, "still running after SIGHUP")
+        let answer = try await LoopbackClient(port: navd.port).request("GET", "/readyz")
+        #expect(answer.status == 200)
+        navd.process.terminate()
+        #expect(await navd.wait(timeout: .seconds(5)))
+        #expect(navd.process.terminationStatus == 0)
     }
 
     @Test func badSettingsExitWithCode2AndSayWhy() async throws {
