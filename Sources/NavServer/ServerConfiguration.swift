@@ -164,13 +164,7 @@ public struct ServerConfiguration: Sendable, Equatable {
                                        settings: inout Settings, options extra: [ConfigurationOption<Settings>]) throws -> ServerConfiguration {
         var config = ServerConfiguration()
         let entries = entries(extra)
-        for entry in entries {
-            if let name = entry.environment, let value = environment[name] {
-                do { try entry.apply(&config, &settings, value) } catch {
-                    throw Invalid(description: "\(name): " + error.description.drop(while: { $0 != ":" }).dropFirst(2))
-                }
-            }
-        }
+        var given: [(entry: Entry<Settings>, value: String)] = []
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
@@ -193,8 +187,18 @@ public struct ServerConfiguration: Sendable, Equatable {
                 value = arguments[index]
                 index += 1
             }
-            try entry.apply(&config, &settings, value)
+            given.append((entry, value))
         }
+        // A variable a flag overrides is not read at all (`PORT` is set by platforms for their
+        // own reasons), and an empty one counts as unset, as shells and container files leave them.
+        for entry in entries where !given.contains(where: { $0.entry.flag == entry.flag }) {
+            if let name = entry.environment, let value = environment[name], !value.isEmpty {
+                do { try entry.apply(&config, &settings, value) } catch {
+                    throw Invalid(description: "\(name): " + error.description.drop(while: { $0 != ":" }).dropFirst(2))
+                }
+            }
+        }
+        for (entry, value) in given { try entry.apply(&config, &settings, value) }
         guard config.store != .postgres || config.databaseURL != nil else {
             throw Invalid(description: "--store postgres needs --database-url or DATABASE_URL (postgresql://user:password@host:port/database)")
         }

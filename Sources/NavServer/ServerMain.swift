@@ -66,7 +66,8 @@ public enum ServerMain {
             fail(program, "\(error)", code: 2)
         }
         if configuration.checkHealth {
-            exit(HealthCheck.run(configuration) ? 0 : 1)
+            guard let problem = HealthCheck.problem(configuration) else { exit(0) }
+            fail(program, "unhealthy: \(problem)", code: 1)
         }
         AllocatorTuning.restartWithLargerThreadCache()
 

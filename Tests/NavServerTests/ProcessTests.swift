@@ -215,6 +215,8 @@ import TestSupport
         let unhealthy = try Running(["--check-health", "--port", String(closed.port)])
         #expect(await unhealthy.wait(timeout: .seconds(5)))
         #expect(unhealthy.process.terminationStatus == 1)
+        let said = String(decoding: unhealthy.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(said.contains("unhealthy: cannot connect to 127.0.0.1:\(closed.port)"), "a failing health check says why: \(said)")
     }
 
     @Test func requestsAreLoggedAsJSONLinesWithoutTokens() async throws {
