@@ -76,12 +76,21 @@ public final class NavigationServer: Sendable {
     /// The port it listens on (useful with port 0).
     public var port: Int { http.port }
 
-    /// The `listening` log line, with the address and port (the one port 0 picked) and the
-    /// version of what serves (navd's own by default; a host's server gives its own).
+    /// The `listening` log line, with the address and port (the one port 0 picked), the
+    /// version of what serves (navd's own by default; a host's server gives its own) and where
+    /// sessions are kept: a start on a store it had to make (a first start, or a volume that
+    /// was not mounted) shows as one.
     public func logListening(version: String = BuildInfo.version) {
-        handler.log.note(.info, "listening", [("version", .string(version)),
-                                              ("host", .string(configuration.host)), ("port", .int(port)),
-                                              ("io", .string(configuration.io.rawValue))])
+        var fields: [(String, JSON)] = [("version", .string(version)), ("host", .string(configuration.host)), ("port", .int(port)),
+                                        ("io", .string(configuration.io.rawValue))]
+        switch handler.persistence.storage {
+        case nil: fields.append(("store", "memory"))
+        case let sqlite as SQLiteSessionStore:
+            fields += [("store", "sqlite"), ("store_path", .string(sqlite.path)), ("store_created", .bool(sqlite.wasCreated))]
+        case is PostgresSessionStore: fields.append(("store", "postgres"))
+        default: fields.append(("store", "custom"))
+        }
+        handler.log.note(.info, "listening", fields)
     }
 
     /// The `stopped` log line, after `shutdown()` has written out every line before it.
@@ -155,7 +164,7 @@ public final class NavigationServer: Sendable {
             handler.log.note(.info, "recovered", [("sessions", .int(sessions.count))])
             if let limit = handler.store.limit, sessions.count > limit {
                 handler.log.note(.warn, "over_max_sessions", [
-                    ("sessions", .int(sessions.count)), ("maxSessions", .int(limit)),
+                    ("sessions", .int(sessions.count)), ("max_sessions", .int(limit)),
                     ("effect", .string("every session recovered; new ones are refused until fewer are live")),
                 ])
             }

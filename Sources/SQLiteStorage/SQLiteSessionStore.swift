@@ -36,6 +36,12 @@ public final class SQLiteSessionStore: SessionStorage {
     }
 
     public let path: String
+    /// Whether this open made the store: the data directory held none (a first start, or a
+    /// volume that was not there), said in the `listening` line so that an empty start shows.
+    public let wasCreated: Bool
+    /// The file opened, by device and inode: a commit to a file that was removed or replaced
+    /// since would be acknowledged and then lost at the next start.
+    private let identity: FileIdentity?
     private let retention: EventRetention
     private let open: Mutex<Open?>
     private let writer: GroupCommit
@@ -78,8 +84,9 @@ public final class SQLiteSessionStore: SessionStorage {
         defer { if folder >= 0 { systemClose(folder) } }  // which releases the lock
         if folder >= 0 { _ = flock(folder, LOCK_EX) }
         do {
-            try Self.createIfAbsent(path, in: folder)
+            wasCreated = try Self.createIfAbsent(path, in: folder)
             let database = try SQLiteDatabase(path: path)
+            identity = FileIdentity(path)
             try Self.prepare(database, path: path)
             var clock = 0.0
             var closed = false
@@ -104,16 +111,17 @@ public final class SQLiteSessionStore: SessionStorage {
     /// `navd.sqlite3` is always a store navd finished making: an empty one (a restore that
     /// failed) is refused, not taken for a new store that would start with no sessions, silently.
     /// `folder`: the directory, open, for its entry to be synced (-1 if it could not be opened).
-    private static func createIfAbsent(_ path: String, in folder: Int32) throws {
+    /// True when it made the store.
+    private static func createIfAbsent(_ path: String, in folder: Int32) throws -> Bool {
         var info = stat()
         if stat(path, &info) == 0 {
             if info.st_mode & S_IFMT == S_IFREG && info.st_size == 0 {
                 throw StorageError.cannotOpen("\(path) is empty (0 bytes), so it is no navd session store: restore it, or remove it to start with no sessions")
             }
-            return
+            return false
         }
         // Anything but its absence is for the open to report, with SQLite's words.
-        guard errno == ENOENT else { return }
+        guard errno == ENOENT else { return false }
         // A log without its database (a restore that left the file out, a file removed by hand):
         // SQLite would replay it onto the new store, which would start without its sessions and
         // with pages that are not its own.
@@ -131,6 +139,7 @@ public final class SQLiteSessionStore: SessionStorage {
         }
         // The directory's entry too: after a crash now there is the store, not nothing.
         if folder >= 0 { fsync(folder) }
+        return true
     }
 
     /// The mark that a process has the store open: cleared `closed`.
@@ -324,6 +333,10 @@ public final class SQLiteSessionStore: SessionStorage {
         let started = ContinuousClock.now
         let result = open.withLock { open -> Result<[GroupCommit.Verdict], StorageError> in
             guard var current = open.take() else { return .failure(.unavailable("the store is closed")) }
+            guard identity == nil || FileIdentity(path) == identity else {
+                open = current
+                return .failure(.unavailable("\(path) was removed or replaced while navd had it open: nothing more is written to it (restore the file, or restart navd to start with it as it is)"))
+            }
             defer { open = current }
             do throws(SQLiteDatabase.Failure) {
                 try current.database.run("BEGIN IMMEDIATE")
@@ -522,4 +535,18 @@ private func systemClose(_ descriptor: Int32) {
     #else
     _ = Darwin.close(descriptor)
     #endif
+}
+
+/// A file by device and inode: what a path names now, compared with what was opened.
+private struct FileIdentity: Equatable {
+    let device: UInt64
+    let inode: UInt64
+
+    /// Nil when nothing is at `path`.
+    init?(_ path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
 }

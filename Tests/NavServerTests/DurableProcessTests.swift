@@ -14,6 +14,10 @@ import TestSupport
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let first = try Running(Self.flags, dataDirectory: directory)
         try first.waitUntilListening()
+        // The start says where sessions are kept, and that it made the store.
+        #expect(first.listening["store"] == "sqlite")
+        #expect(first.listening["store_path"]?.stringValue?.hasSuffix("/navd.sqlite3") == true)
+        #expect(first.listening["store_created"] == true)
         let (id, token) = try await Self.createCounter(port: first.port)
         let stream = try LoopbackClient(port: first.port)
         try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")]))
@@ -38,6 +42,7 @@ import TestSupport
         let second = try Running(Self.flags, dataDirectory: directory)
         defer { second.process.terminate() }
         try second.waitUntilListening()
+        #expect(second.listening["store_created"] == false, "the restart found its store")
         let after = try LoopbackClient(port: second.port)
         let restored = try await after.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
         #expect(restored.status == 200, "\(restored.text)")
@@ -88,6 +93,7 @@ import TestSupport
         let second = try Running(Self.flags, dataDirectory: directory)
         defer { second.process.terminate() }
         try second.waitUntilListening()
+        #expect(second.listening["store_created"] == false, "the restart found its store")
         let after = try LoopbackClient(port: second.port)
         for session in sessions {
             let state = try await after.request("GET", "/sessions/\(session.id)", headers: [("Authorization", "Bearer \(session.token)")])

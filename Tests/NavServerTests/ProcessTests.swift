@@ -123,6 +123,7 @@ import TestSupport
     @Test func underNohupAHangUpDoesNotStopIt() async throws {
         let navd = try Running(["--port", "0", "--store", "memory", "--log-requests", "off"], launcher: "/usr/bin/nohup")
         try navd.waitUntilListening()
+        #expect(navd.listening["store"] == "memory")
         kill(navd.process.processIdentifier, SIGHUP)
         #expect(await navd.wait(timeout: .seconds(1)) == false, "still running after SIGHUP")
         let answer = try await LoopbackClient(port: navd.port).request("GET", "/readyz")
@@ -241,6 +242,7 @@ import TestSupport
         #expect(requests.allSatisfy { $0["request_id"]?.stringValue != nil && $0["remote"]?.stringValue?.hasPrefix("127.0.0.1:") == true && $0["bytes"]?.intValue != nil })
         // Every line, the start and stop lines included, has its time (RFC 3339, UTC, milliseconds) and a level.
         #expect(navd.listening["version"] != nil)
+        #expect(navd.listening["store"] == "sqlite")
         #expect(lines.last?["event"] == "stopped")
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

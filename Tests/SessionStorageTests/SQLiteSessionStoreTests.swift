@@ -352,6 +352,33 @@ import TestSupport
         try open().close()
     }
 
+    /// A store says whether it made itself: a start on a directory without one shows as one.
+    @Test func aStoreSaysWhetherThisOpenMadeIt() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try open()
+        #expect(first.wasCreated)
+        first.close()
+        let again = try open()
+        #expect(!again.wasCreated)
+        again.close()
+    }
+
+    /// A store file removed (or replaced) under a running navd takes no more commits: they
+    /// would be acknowledged and then lost at the next start. Put back, it takes them again.
+    @Test func aStoreFileRemovedWhileOpenFailsCommitsUntilItIsBack() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        defer { store.close() }
+        try commit(store, [.create(record("s1"), snapshot(version: 1, last: 0))])
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try FileManager.default.moveItem(atPath: file, toPath: file + ".moved")
+        #expect { try commit(store, [.transaction(id: "s1", transaction(version: 2, events: 1...1))]) } throws: { error in
+            (error as? StorageError).map { "\($0)".contains("was removed or replaced") } ?? false
+        }
+        try FileManager.default.moveItem(atPath: file + ".moved", toPath: file)
+        try commit(store, [.transaction(id: "s1", transaction(version: 2, events: 1...1))])
+    }
+
     /// Two navd starting on one new directory at once: one makes the store and keeps it, the
     /// other is refused as for any store in use, and what is left is one whole store.
     @Test func twoStartsOnANewDirectoryMakeOneStore() throws {
