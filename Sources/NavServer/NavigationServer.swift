@@ -93,6 +93,12 @@ public final class NavigationServer: Sendable {
         handler.log.note(.info, "listening", fields)
     }
 
+    /// The `stopping` log line: a stop began, and how long the server serves on out of rotation
+    /// before it drains.
+    public func logStopping(signal: String, grace: Duration) {
+        handler.log.note(.info, "stopping", [("signal", .string(signal)), ("grace_seconds", .int(Int(grace.components.seconds)))])
+    }
+
     /// The `stopped` log line, after `shutdown()` has written out every line before it.
     public func logStopped() {
         handler.log.note(.info, "stopped")

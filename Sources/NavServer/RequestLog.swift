@@ -10,7 +10,8 @@ import Darwin
 /// navd's log: one JSON object a line on stdout, each starting with `time` (RFC 3339, UTC,
 /// milliseconds), `level` and `event`. Requests (`request`) and closed event streams
 /// (`stream_closed`) are logged when `--log-requests` is on; operational events (`listening`,
-/// `recovered`, `stopped`…) always. Bodies and tokens are never logged.
+/// `recovered`, `stopped`…) always. Bodies are never logged, nor credentials: the query a
+/// request line is given has them taken out (`Exchange`).
 ///
 /// Lines only append to a buffer; a queue of its own writes it out, so a stalled stdout never
 /// blocks a socket loop, and no write waits long on it, so it never holds up a shutdown either.
@@ -77,10 +78,12 @@ final class RequestLog: Sendable {
         guard enabled else { return }
         var fields: [(String, JSON)] = [("request_id", .string(request.id)), ("remote", .string(request.remote))]
         if let method = request.method { fields.append(("method", .string(method))) }
-        if var target = request.path {
-            let kept = request.query.filter { $0.name != "token" }
-            if !kept.isEmpty {
-                target += "?" + kept.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
+        if let path = request.path {
+            // Encoded again, as a client would send it: decoded, `?a%26b%3Dc=1` would read as
+            // two parameters, and a line break in a path would read as one.
+            var target = Self.percentEncoded(path)
+            if !request.query.isEmpty {
+                target += "?" + request.query.map { Self.percentEncoded($0.name) + "=" + Self.percentEncoded($0.value) }.joined(separator: "&")
             }
             fields.append(("path", .string(target)))
         }
@@ -219,6 +222,27 @@ final class RequestLog: Sendable {
 
     /// Takes every line and keeps none: a server whose log nobody reads (a test's).
     static let discarding: Output = { bytes, _ in StandardStream.Written(count: bytes.count, isClosed: false) }
+
+    /// `text` with every byte but the unreserved ones and `/:@!$'()*,` percent-encoded.
+    static func percentEncoded(_ text: String) -> String {
+        guard !text.utf8.allSatisfy({ keptInTarget[Int($0)] }) else { return text }
+        let digits = Array("0123456789ABCDEF".utf8)
+        var bytes: [UInt8] = []
+        for byte in text.utf8 {
+            if keptInTarget[Int(byte)] {
+                bytes.append(byte)
+            } else {
+                bytes += [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static let keptInTarget: [Bool] = {
+        var kept = [Bool](repeating: false, count: 256)
+        for byte in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/:@!$'()*,".utf8 { kept[Int(byte)] = true }
+        return kept
+    }()
 
     /// Milliseconds with microsecond precision.
     private static func milliseconds(_ seconds: Double) -> JSON {

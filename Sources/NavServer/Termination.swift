@@ -57,7 +57,7 @@ final class Termination: Sendable {
         var set = Self.handled
         var number: Int32 = 0
         while true {
-            if sigwait(&set, &number) == 0 { received() }
+            if sigwait(&set, &number) == 0 { received(number) }
         }
     }
 
@@ -82,8 +82,9 @@ final class Termination: Sendable {
         return handler.map { unsafeBitCast($0, to: Int.self) } == unsafeBitCast(SIG_IGN, to: Int.self)
     }()
 
-    private func received() {
+    private func received(_ signal: Int32) {
         if signalsSeen.add(1, ordering: .relaxed).newValue == 1 {
+            server.logStopping(signal: Self.name(of: signal), grace: grace)
             // A serial queue's work gets a thread of its own, outside the cooperative pool.
             DispatchQueue(label: "navd.termination").async { self.run() }
         } else {
@@ -108,6 +109,15 @@ final class Termination: Sendable {
         server.drain(until: drainStart + Self.drainTime)
         stopped()
         exit(0)
+    }
+
+    private static func name(of signal: Int32) -> String {
+        switch signal {
+        case SIGTERM: "SIGTERM"
+        case SIGINT: "SIGINT"
+        case SIGHUP: "SIGHUP"
+        default: "signal \(signal)"
+        }
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int {

@@ -244,6 +244,8 @@ import TestSupport
         #expect(navd.listening["version"] != nil)
         #expect(navd.listening["store"] == "sqlite")
         #expect(lines.last?["event"] == "stopped")
+        let stopping = lines.first { $0["event"] == "stopping" }
+        #expect(stopping?["signal"] == "SIGTERM" && stopping?["grace_seconds"] == 0, "the stop's start is logged: \(String(describing: stopping))")
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         for line in [navd.listening] + lines {

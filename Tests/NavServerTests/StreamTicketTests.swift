@@ -111,6 +111,8 @@ import TestSupport
         let ticket = try #require(issued.json["ticket"]?.stringValue)
         #expect(try await client.request("HEAD", "/sessions/\(id)/events?ticket=\(ticket)&x=1").status == 200)
         #expect(try await client.request("HEAD", "/sessions/\(id)/events?TICKET=\(ticket)&Token=\(token)").status == 401)
+        // A name that decodes to `…&token=…` is one parameter, and is logged as sent: encoded.
+        #expect(try await client.request("GET", "/sessions/\(id)/navigation?a%26token%3Dforged=1%0A").status == 401)
         let stream = try LoopbackClient(port: navd.port)
         #expect(try await stream.request("GET", "/sessions/\(id)/events?ticket=\(ticket)").status == 200)
         #expect(try await client.request("GET", "/sessions/\(id)/events?ticket=\(ticket)").status == 401)
@@ -120,6 +122,8 @@ import TestSupport
         #expect(!log.contains(ticket) && !log.contains(token))
         #expect(log.contains("/sessions/\(id)/events?x=1"))
         #expect(log.contains("/stream-tickets"))
+        #expect(log.contains("/sessions/\(id)/navigation?a%26token%3Dforged=1%0A"))
+        #expect(!log.contains("&token="))
     }
 
     @Test func ticketsExpireAfterTheirLifetime() {
