@@ -92,7 +92,19 @@ final class RequestLog: Sendable {
             ("bytes", .int(request.bytes)),
             ("duration_ms", Self.milliseconds(request.seconds)),
         ]
-        append(request.status >= 500 ? .error : .info, "request", fields)
+        append(Self.level(ofStatus: request.status), "request", fields)
+    }
+
+    /// `error` for a 500, navd's own fault; `warn` for the other 5xx, refusals it chose (a
+    /// protocol it does not speak, over capacity, stopping, a store that fails, whose outage
+    /// its own line reports at `error` once): a client must not be able to write error lines
+    /// at will.
+    static func level(ofStatus status: Int) -> Level {
+        switch status {
+        case 500: .error
+        case 501...: .warn
+        default: .info
+        }
     }
 
     func streamClosed(_ stream: Stream) {

@@ -70,7 +70,7 @@ import TestSupport
 
             let line = try await log.request(requestID)
             #expect(line["status"] == .int(test.status), "\(test.name)")
-            #expect(line["level"] == (test.status >= 500 ? "error" : "info"), "\(test.name)")
+            #expect(line["level"] == (test.status >= 500 ? "warn" : "info"), "\(test.name): a refusal the client caused is no error of navd's")
             #expect(line["remote"]?.stringValue?.hasPrefix("127.0.0.1:") == true, "\(test.name)")
             if test.headRead {
                 #expect(line["method"] == .string(test.method), "\(test.name)")
@@ -112,7 +112,7 @@ import TestSupport
         #expect(RequestLogTests.isGeneratedID(requestID))
         #expect(await refused.readUntilClosed())
         let line = try await log.request(requestID)
-        #expect(line["status"] == 503 && line["level"] == "error")
+        #expect(line["status"] == 503 && line["level"] == "warn")
 
         // A client over the limit that sends a whole request (a 4 MiB body, more than the socket
         // buffers hold) after the 503 was written: its request is read and dropped, so it sends

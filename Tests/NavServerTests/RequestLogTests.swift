@@ -14,6 +14,13 @@ import TestSupport
         #expect(RequestLog.rfc3339(seconds: 1_795_330_986, milliseconds: 123) == "2026-11-22T07:03:06.123Z")
     }
 
+    /// A client cannot write error lines at will: only navd's own fault is one.
+    @Test func onlyA500IsLoggedAsAnError() {
+        #expect([200, 404, 429].map(RequestLog.level(ofStatus:)) == [.info, .info, .info])
+        #expect([501, 503, 505].map(RequestLog.level(ofStatus:)) == [.warn, .warn, .warn])
+        #expect(RequestLog.level(ofStatus: 500) == .error)
+    }
+
     static func isRFC3339Milliseconds(_ text: String?) -> Bool {
         guard let text else { return false }
         return text.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil
