@@ -99,7 +99,12 @@ public final class SQLiteSessionStore: SessionStorage {
             let markedOpen = closed ? try Self.markOpen(database) : true
             self.open = Mutex(Open(database: database, clockKept: clock, closedCleanly: closed, markedOpen: markedOpen))
         } catch let failure as SQLiteDatabase.Failure {
-            throw .cannotOpen(failure.isBusy ? "\(path) is in use by another process" : "\(path): \(failure)")
+            if failure.isBusy { throw .cannotOpen("\(path) is in use by another process") }
+            // SQLite's words for a store it may not write ("disk I/O error") read like a failing
+            // disk; most often it is the permissions, or a file system mounted read-only.
+            let places: [String] = [path, directory]
+            let unwritable = places.first { access($0, W_OK) != 0 }
+            throw .cannotOpen("\(path): \(failure)" + (unwritable.map { "; navd cannot write to \($0): \(String(cString: strerror(errno)))" } ?? ""))
         } catch let error as StorageError {
             throw error
         } catch {

@@ -505,6 +505,21 @@ import TestSupport
         #expect(a.transactions == [transaction(version: 1, events: 1...1)], "the failed batch left nothing behind")
     }
 
+    /// A store navd may not write to is refused with words that say so, not only SQLite's,
+    /// which read like a failing disk.
+    @Test(.enabled(if: geteuid() == 0, "mounting a small tmpfs needs root"))
+    func aStoreOnAReadOnlyFileSystemIsRefusedSayingSo() throws {
+        try mountSmallDisk()
+        defer { unmountSmallDisk() }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        store.close()
+        try run("/bin/mount", "-o", "remount,ro", directory)
+        #expect { try open() } throws: { error in
+            "\(error)".contains("navd cannot write to") && "\(error)".contains("Read-only file system")
+        }
+    }
+
     /// A store on a full disk still opens and reads (navd starts, serves and answers writes
     /// 503 until there is room): opening writes nothing it cannot do without. The mark that
     /// says a process has the store open then goes with the first commit that fits.
