@@ -228,8 +228,8 @@ final class RequestLog: Sendable {
         }
     }
 
-    /// Writes to stdout. A closed or failing stdout must not take the server down: the lines are
-    /// lost, nothing else.
+    /// Writes to stdout. A closed stdout loses the lines, nothing else; one that fails for now (a
+    /// full disk) or falls behind keeps them for the next write, within the buffer's bound.
     static let standardOutput: Output = { bytes, deadline in StandardStream.output.write(bytes, by: deadline) }
 
     /// Takes every line and keeps none: a server whose log nobody reads (a test's).
