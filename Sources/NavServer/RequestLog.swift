@@ -23,8 +23,9 @@ final class RequestLog: Sendable {
         case info, warn, error
     }
 
-    /// Where finished lines go: stdout, or a test's buffer. Takes what it can by the deadline.
-    typealias Output = @Sendable (_ bytes: [UInt8], _ deadline: ContinuousClock.Instant) -> StandardStream.Written
+    /// Where finished lines go: stdout, or a test's buffer. Takes what it can until the
+    /// deadline it is given (asked again as it waits: a stop can bring it closer).
+    typealias Output = @Sendable (_ bytes: ArraySlice<UInt8>, _ deadline: @escaping @Sendable () -> ContinuousClock.Instant) -> StandardStream.Written
 
     /// What one answered request leaves in the log.
     struct Request {
@@ -54,6 +55,8 @@ final class RequestLog: Sendable {
 
     private struct Pending {
         var bytes: [UInt8] = []
+        /// Bytes the writer has taken and stdout not yet: they count toward `limit` too.
+        var held = 0
         var dropped = 0
         /// `2026-11-23T10:00:00` for the current second, formatted once per second.
         var second = Int.min
@@ -61,8 +64,9 @@ final class RequestLog: Sendable {
     }
 
     private let buffer = Mutex(Pending())
-    /// One writer at a time, so lines from a flush and a note never interleave.
-    private let writing = Mutex(())
+    /// What the writer took and stdout has not taken yet (from `offset` on), written before
+    /// anything newer; one writer at a time, so lines from a flush and a note never interleave.
+    private let writing = Mutex<(taken: [UInt8], offset: Int)>(([], 0))
     private let enabled: Bool
     private let output: Output
     private let limit = 4 << 20
@@ -138,34 +142,38 @@ final class RequestLog: Sendable {
     }
 
     private func append(_ level: Level, _ event: String, _ fields: [(String, JSON)], always: Bool = false) {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let second = Int(now.tv_sec)
-        let millisecond = Int(now.tv_nsec / 1_000_000)
         buffer.withLock { pending in
-            guard always || pending.bytes.count < limit else {
+            guard always || pending.bytes.count + pending.held < limit else {
                 pending.dropped += 1
                 return
             }
-            if pending.second != second {
-                pending.second = second
-                pending.secondText = Array(Self.dateAndTime(second).utf8)
-            }
-            pending.bytes.append(contentsOf: #"{"time":""#.utf8)
-            pending.bytes.append(contentsOf: pending.secondText)
-            Self.appendMilliseconds(millisecond, to: &pending.bytes)
-            pending.bytes.append(contentsOf: #"","level":""#.utf8)
-            pending.bytes.append(contentsOf: level.rawValue.utf8)
-            pending.bytes.append(contentsOf: #"","event":"#.utf8)
-            JSONWriter.writeString(event, into: &pending.bytes)
-            for (name, value) in fields {
-                pending.bytes.append(UInt8(ascii: ","))
-                JSONWriter.writeString(name, into: &pending.bytes)
-                pending.bytes.append(UInt8(ascii: ":"))
-                JSONWriter.write(value, into: &pending.bytes)
-            }
-            pending.bytes.append(contentsOf: "}\n".utf8)
+            Self.appendLine(level, event, fields, to: &pending)
         }
+    }
+
+    /// One line, stamped now, at the end of `pending`.
+    private static func appendLine(_ level: Level, _ event: String, _ fields: [(String, JSON)], to pending: inout Pending) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let second = Int(now.tv_sec)
+        if pending.second != second {
+            pending.second = second
+            pending.secondText = Array(dateAndTime(second).utf8)
+        }
+        pending.bytes.append(contentsOf: #"{"time":""#.utf8)
+        pending.bytes.append(contentsOf: pending.secondText)
+        appendMilliseconds(Int(now.tv_nsec / 1_000_000), to: &pending.bytes)
+        pending.bytes.append(contentsOf: #"","level":""#.utf8)
+        pending.bytes.append(contentsOf: level.rawValue.utf8)
+        pending.bytes.append(contentsOf: #"","event":"#.utf8)
+        JSONWriter.writeString(event, into: &pending.bytes)
+        for (name, value) in fields {
+            pending.bytes.append(UInt8(ascii: ","))
+            JSONWriter.writeString(name, into: &pending.bytes)
+            pending.bytes.append(UInt8(ascii: ":"))
+            JSONWriter.write(value, into: &pending.bytes)
+        }
+        pending.bytes.append(contentsOf: "}\n".utf8)
     }
 
     /// Writes the buffer out every 200 ms on a queue of its own, until `stopWriting()`: a server
@@ -186,51 +194,64 @@ final class RequestLog: Sendable {
     /// `writeWait` for a write under way). Once it returns, the timer writes no more (a tick
     /// under way has finished; the next cancels the timer).
     func stopWriting() {
+        let deadline = ContinuousClock.now + Self.lastWait
+        stopDeadline.withLock { $0 = deadline }
         stopped.store(true, ordering: .releasing)
         writerQueue.sync {}
-        flush(by: .now + Self.lastWait)
+        flush(by: deadline)
     }
 
     private static let writeInterval: DispatchTimeInterval = .milliseconds(200)
     /// How long one write may wait for stdout to take lines; what it did not take waits for the
     /// next, in the buffer (and counts toward `limit`).
     private static let writeWait: Duration = .milliseconds(250)
-    /// How long the last writes, as the server stops, may wait: a stdout nobody reads must not
-    /// make a clean stop overrun its deadline.
+    /// How long the last writes, as the server stops, may wait, a write under way included: a
+    /// stdout nobody reads must not make a clean stop overrun its deadline.
     private static let lastWait: Duration = .milliseconds(200)
+    /// Set by `stopWriting()`: no write waits past it, whenever it began.
+    private let stopDeadline = Mutex<ContinuousClock.Instant?>(nil)
     private let writerQueue = DispatchQueue(label: "navd.log")
     private let stopped = Atomic(false)
     private let noteFlushQueued = Atomic(false)
 
-    /// Writes out what is buffered, waiting for stdout until `deadline` at most; what it did not
-    /// take goes back to the front of the buffer, unless stdout is gone for good.
+    /// Writes out what is buffered, waiting for stdout until `deadline` at most (or the stop's,
+    /// if sooner). What stdout did not take is kept, and written before anything newer, unless
+    /// stdout is gone for good; while kept, it counts toward `limit`.
     func flush(by deadline: ContinuousClock.Instant) {
-        writing.withLock { _ in
-            var (bytes, dropped) = take()
-            if dropped > 0 {
-                append(.warn, "log_lines_dropped", [("count", .int(dropped))], always: true)
-                bytes += take().bytes
+        let until: @Sendable () -> ContinuousClock.Instant = { [self] in stopDeadline.withLock { $0 }.map { min($0, deadline) } ?? deadline }
+        writing.withLock { writer in
+            while true {
+                if writer.offset == writer.taken.count {
+                    writer.taken = take()
+                    writer.offset = 0
+                    if writer.taken.isEmpty { return }
+                }
+                let written = output(writer.taken[writer.offset...], until)
+                writer.offset = written.isClosed ? writer.taken.count : writer.offset + written.count
+                let left = writer.taken.count - writer.offset
+                buffer.withLock { $0.held = left }
+                if left > 0 { return }
             }
-            guard !bytes.isEmpty else { return }
-            let written = output(bytes, deadline)
-            guard written.count < bytes.count, !written.isClosed else { return }
-            buffer.withLock { $0.bytes.insert(contentsOf: bytes[written.count...], at: 0) }
         }
     }
 
-    private func take() -> (bytes: [UInt8], dropped: Int) {
+    /// The lines buffered, with a count of those dropped before them, as `held` from now on.
+    private func take() -> [UInt8] {
         buffer.withLock { pending in
-            defer {
-                pending.bytes.removeAll(keepingCapacity: true)
+            if pending.dropped > 0 {
+                let dropped = pending.dropped
                 pending.dropped = 0
+                Self.appendLine(.warn, "log_lines_dropped", [("count", .int(dropped))], to: &pending)
             }
-            return (pending.bytes, pending.dropped)
+            defer { pending.bytes = [] }
+            pending.held = pending.bytes.count
+            return pending.bytes
         }
     }
 
     /// Writes to stdout. A closed stdout loses the lines, nothing else; one that fails for now (a
     /// full disk) or falls behind keeps them for the next write, within the buffer's bound.
-    static let standardOutput: Output = { bytes, deadline in StandardStream.output.write(bytes, by: deadline) }
+    static let standardOutput: Output = { bytes, deadline in StandardStream.output.write(bytes, until: deadline) }
 
     /// Takes every line and keeps none: a server whose log nobody reads (a test's).
     static let discarding: Output = { bytes, _ in StandardStream.Written(count: bytes.count, isClosed: false) }

@@ -24,10 +24,13 @@ public enum StandardStream: Int32, Sendable {
         public var isClosed: Bool
     }
 
-    /// Writes as much of `bytes` as the stream takes by `deadline`, retrying after a signal or a
-    /// short write. Past a full pipe, waits for room in pieces the system writes whole once
-    /// there is room (`PIPE_BUF`), so no write blocks past the deadline; a file takes all at once.
-    public func write(_ bytes: [UInt8], by deadline: ContinuousClock.Instant) -> Written {
+    /// Writes as much of `bytes` as the stream takes until `deadline()`, retrying after a signal
+    /// or a short write; the deadline is asked again every 50 ms of waiting, so it may come
+    /// closer (a stop) while a write waits. Past a full pipe, waits for room and writes pieces
+    /// of at most `PIPE_BUF`, which a pipe takes whole or not at all, cut after a newline where
+    /// there is one: a reader never finds half a line that the rest of will not follow. A file
+    /// takes all at once.
+    public func write(_ bytes: ArraySlice<UInt8>, until deadline: () -> ContinuousClock.Instant) -> Written {
         var info = stat()
         let isFile = fstat(rawValue, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
         var offset = 0
@@ -35,14 +38,17 @@ public enum StandardStream: Int32, Sendable {
             while offset < buffer.count {
                 if !isFile {
                     var ready = pollfd(fd: rawValue, events: Int16(POLLOUT), revents: 0)
-                    let left = ContinuousClock.now.duration(to: deadline)
-                    let milliseconds = left <= .zero ? 0 : Int32(min(left / .milliseconds(1), 60_000).rounded(.up))
+                    let left = ContinuousClock.now.duration(to: deadline())
+                    let milliseconds = left <= .zero ? 0 : Int32(min(left / .milliseconds(1), 50).rounded(.up))
                     let polled = poll(&ready, 1, milliseconds)
                     if polled < 0 && errno == EINTR { continue }
-                    if polled == 0 { return Written(count: offset, isClosed: false) }
+                    if polled == 0 {
+                        if milliseconds == 0 { return Written(count: offset, isClosed: false) }
+                        continue
+                    }
                     if polled < 0 || ready.revents & Int16(POLLNVAL) != 0 { return Written(count: offset, isClosed: true) }
                 }
-                let piece = isFile ? buffer.count - offset : min(buffer.count - offset, Int(PIPE_BUF))
+                let piece = isFile ? buffer.count - offset : Self.piece(buffer, from: offset)
                 let written = writeDescriptor(rawValue, buffer.baseAddress.map { $0 + offset }, piece)
                 if written > 0 {
                     offset += written
@@ -58,8 +64,18 @@ public enum StandardStream: Int32, Sendable {
         }
     }
 
+    /// At most `PIPE_BUF` bytes from `offset`, ending after the last newline among them if any.
+    private static func piece(_ buffer: UnsafeRawBufferPointer, from offset: Int) -> Int {
+        let most = min(buffer.count - offset, Int(PIPE_BUF))
+        guard offset + most < buffer.count else { return most }
+        var end = offset + most
+        while end > offset && buffer[end - 1] != 0x0A { end -= 1 }
+        return end > offset ? end - offset : most
+    }
+
     /// `line` and a newline, given `time` at most.
     public func writeLine(_ line: String, within time: Duration = .seconds(1)) {
-        _ = write(Array(line.utf8) + [0x0A], by: .now + time)
+        let deadline = ContinuousClock.now + time
+        _ = write(ArraySlice(Array(line.utf8) + [0x0A]), until: { deadline })
     }
 }

@@ -31,6 +31,10 @@ public final class SQLiteSessionStore: SessionStorage {
         /// then, by the first commit, before anything this process does is durable.
         var markedOpen: Bool
 
+        /// The log (`-wal`) as first seen beside it, by device and inode: like the file, it must
+        /// stay the one opened, or commits go where no restart will find them.
+        var log: FileIdentity?
+
         /// The store's clock now: it goes on from where the last process kept it.
         var clock: Double { clockKept + (ContinuousClock.now - clockRead).seconds }
     }
@@ -39,8 +43,8 @@ public final class SQLiteSessionStore: SessionStorage {
     /// Whether this open made the store: the data directory held none (a first start, or a
     /// volume that was not there), said in the `listening` line so that an empty start shows.
     public let wasCreated: Bool
-    /// The file opened, by device and inode: a commit to a file that was removed or replaced
-    /// since would be acknowledged and then lost at the next start.
+    /// The file opened, by device and inode: a commit to a file (or a log) that was removed or
+    /// replaced since would be acknowledged and then lost at the next start.
     private let identity: FileIdentity?
     private let retention: EventRetention
     private let open: Mutex<Open?>
@@ -97,7 +101,8 @@ public final class SQLiteSessionStore: SessionStorage {
             // Until this process closes it: a crash is known as one at the next start. A full
             // disk must not keep navd from starting (it reads, and writes once there is room).
             let markedOpen = closed ? try Self.markOpen(database) : true
-            self.open = Mutex(Open(database: database, clockKept: clock, closedCleanly: closed, markedOpen: markedOpen))
+            self.open = Mutex(Open(database: database, clockKept: clock, closedCleanly: closed, markedOpen: markedOpen,
+                                   log: FileIdentity(path + "-wal")))
         } catch let failure as SQLiteDatabase.Failure {
             if failure.isBusy { throw .cannotOpen("\(path) is in use by another process") }
             // SQLite's words for a store it may not write ("disk I/O error") read like a failing
@@ -338,9 +343,9 @@ public final class SQLiteSessionStore: SessionStorage {
         let started = ContinuousClock.now
         let result = open.withLock { open -> Result<[GroupCommit.Verdict], StorageError> in
             guard var current = open.take() else { return .failure(.unavailable("the store is closed")) }
-            guard identity == nil || FileIdentity(path) == identity else {
+            guard identity == nil || FileIdentity(path) == identity, current.log == nil || FileIdentity(path + "-wal") == current.log else {
                 open = current
-                return .failure(.unavailable("\(path) was removed or replaced while navd had it open: nothing more is written to it (restore the file, or restart navd to start with it as it is)"))
+                return .failure(.unavailable("\(path) or its log was removed or replaced while navd had it open: nothing more is written to it (restore the files, or restart navd to start with the store as it is)"))
             }
             defer { open = current }
             do throws(SQLiteDatabase.Failure) {
@@ -358,6 +363,7 @@ public final class SQLiteSessionStore: SessionStorage {
                 }
                 current.journal.keepChanges()
                 current.markedOpen = true
+                if current.log == nil { current.log = FileIdentity(path + "-wal") }
                 if giveBackFreePages(current.database) { writer.onWriter { [self] in giveBackMoreFreePages() } }
                 return .success(Array(repeating: .written, count: requests.count))
             } catch {

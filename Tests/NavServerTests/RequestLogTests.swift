@@ -285,7 +285,7 @@ import TestSupport
         let log = RequestLog(enabled: true, output: { bytes, _ in
             let taken = min(bytes.count, room.withLock { $0 } ?? bytes.count)
             room.withLock { if $0 != nil { $0 = 0 } }
-            written.withLock { $0 += bytes[..<taken] }
+            written.withLock { $0 += bytes.prefix(taken) }
             return StandardStream.Written(count: taken, isClosed: false)
         })
         func record(_ id: String) {
@@ -316,11 +316,10 @@ import TestSupport
     }
 
     /// A stdout nobody reads holds up no one: notes return at once, and a stop waits for it
-    /// for a moment, not for good.
+    /// 200 ms at most, a write under way included.
     @Test func aStdoutThatTakesNothingHoldsUpNeitherNotesNorTheStop() async throws {
         let log = RequestLog(enabled: true, output: { _, deadline in
-            let wait = ContinuousClock.now.duration(to: deadline)
-            if wait > .zero { Thread.sleep(forTimeInterval: Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18) }
+            while ContinuousClock.now < deadline() { Thread.sleep(forTimeInterval: 0.005) }
             return StandardStream.Written(count: 0, isClosed: false)
         })
         log.startWriting()
@@ -331,6 +330,45 @@ import TestSupport
         let stopping = ContinuousClock.now
         log.stopWriting()
         log.note(.info, "stopped")
-        #expect(ContinuousClock.now - stopping < .seconds(1), "at most a write under way, then 200 ms twice")
+        #expect(ContinuousClock.now - stopping < .milliseconds(350), "200 ms, and the moment a waiting write takes to see it")
+    }
+
+    /// What stdout has not taken yet counts toward the bound while a write waits for it: lines
+    /// recorded meanwhile are dropped past 4 MiB, not piled up behind the wait.
+    @Test func linesRecordedWhileAWriteWaitsCountTowardTheBound() async throws {
+        let taking = Atomic(false)
+        let written = Mutex<[UInt8]>([])
+        let log = RequestLog(enabled: true, output: { bytes, deadline in
+            guard taking.load(ordering: .acquiring) else {
+                while ContinuousClock.now < deadline() { Thread.sleep(forTimeInterval: 0.005) }
+                return StandardStream.Written(count: 0, isClosed: false)
+            }
+            written.withLock { $0 += bytes }
+            return StandardStream.Written(count: bytes.count, isClosed: false)
+        })
+        func record(_ index: Int) {
+            log.record(.init(id: "line-\(index)", remote: "127.0.0.1:1", method: "GET", path: "/healthz", query: [],
+                             status: 200, bytes: 0, seconds: 0))
+        }
+        var recorded = 0
+        while recorded < 25_000 {  // about 5 MiB: over the bound before the first write
+            record(recorded)
+            recorded += 1
+        }
+        let waiting = Thread { log.flush(by: .now + .milliseconds(500)) }
+        waiting.start()
+        try await Task.sleep(for: .milliseconds(100))
+        while recorded < 75_000 {  // 10 MiB more while that write waits
+            record(recorded)
+            recorded += 1
+        }
+        try await Task.sleep(for: .milliseconds(600))
+        taking.store(true, ordering: .releasing)
+        log.flush(by: .now + .seconds(1))
+        let bytes = written.withLock { $0 }
+        #expect(bytes.count < (4 << 20) + 4096, "kept within the bound: \(bytes.count) bytes")
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n").map { (try? JSONParser.parse(Array($0.utf8))) ?? .null }
+        let dropped = lines.compactMap { $0["event"] == "log_lines_dropped" ? $0["count"]?.intValue : nil }.reduce(0, +)
+        #expect(lines.filter { $0["event"] == "request" }.count + dropped == recorded, "each line written or counted, once")
     }
 }

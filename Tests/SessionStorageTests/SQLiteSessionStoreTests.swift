@@ -377,6 +377,14 @@ import TestSupport
         }
         try FileManager.default.moveItem(atPath: file + ".moved", toPath: file)
         try commit(store, [.transaction(id: "s1", transaction(version: 2, events: 1...1))])
+
+        // Its log too: what a commit puts there is what a restart replays.
+        try FileManager.default.moveItem(atPath: file + "-wal", toPath: file + "-wal.moved")
+        #expect { try commit(store, [.transaction(id: "s1", transaction(version: 3, events: 2...2))]) } throws: { error in
+            (error as? StorageError).map { "\($0)".contains("or its log was removed or replaced") } ?? false
+        }
+        try FileManager.default.moveItem(atPath: file + "-wal.moved", toPath: file + "-wal")
+        try commit(store, [.transaction(id: "s1", transaction(version: 3, events: 2...2))])
     }
 
     /// Two navd starting on one new directory at once: one makes the store and keeps it, the
