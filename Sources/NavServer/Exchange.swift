@@ -37,7 +37,7 @@ final class Exchange: Sendable {
         self.requestID = RequestID.of(ids.count == 1 ? ids[0] : nil)
         self.peer = peer
         self.method = request?.method
-        self.path = request?.path
+        self.path = request.map { String($0.encodedPath) }
         self.query = request?.query.filter { !Self.credentials.contains($0.name.lowercased()) } ?? []
         self.origin = request.flatMap(CORSPolicy.origin(of:))
         self.route = route

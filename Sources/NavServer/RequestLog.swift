@@ -33,6 +33,7 @@ final class RequestLog: Sendable {
         var remote: String
         /// Nil (and left out of the line) for a request refused before its head was read.
         var method: String?
+        /// As sent, still percent-encoded.
         var path: String?
         var query: [(name: String, value: String)]
         var status: Int
@@ -83,9 +84,9 @@ final class RequestLog: Sendable {
         var fields: [(String, JSON)] = [("request_id", .string(request.id)), ("remote", .string(request.remote))]
         if let method = request.method { fields.append(("method", .string(method))) }
         if let path = request.path {
-            // Encoded again, as a client would send it: decoded, `?a%26b%3Dc=1` would read as
-            // two parameters, and a line break in a path would read as one.
-            var target = Self.percentEncoded(path)
+            // The query encoded again, as a client would send it (it was decoded to take out its
+            // credentials): decoded, `?a%26b%3Dc=1` would read as two parameters.
+            var target = path
             if !request.query.isEmpty {
                 target += "?" + request.query.map { Self.percentEncoded($0.name) + "=" + Self.percentEncoded($0.value) }.joined(separator: "&")
             }
@@ -190,9 +191,9 @@ final class RequestLog: Sendable {
         timer.resume()
     }
 
-    /// Stops the writer and writes out what is left, waiting `lastWait` at most for stdout (and
-    /// `writeWait` for a write under way). Once it returns, the timer writes no more (a tick
-    /// under way has finished; the next cancels the timer).
+    /// Stops the writer and writes out what is left, waiting `lastWait` at most for stdout, a
+    /// write under way included (its deadline comes forward to the stop's). Once it returns, the
+    /// timer writes no more (a tick under way has finished; the next cancels the timer).
     func stopWriting() {
         let deadline = ContinuousClock.now + Self.lastWait
         stopDeadline.withLock { $0 = deadline }

@@ -31,9 +31,16 @@ public final class SQLiteSessionStore: SessionStorage {
         /// then, by the first commit, before anything this process does is durable.
         var markedOpen: Bool
 
-        /// The log (`-wal`) as first seen beside it, by device and inode: like the file, it must
-        /// stay the one opened, or commits go where no restart will find them.
+        /// The file opened, and its log (`-wal`) as first seen beside it, by device and inode: a
+        /// commit to either after it was removed or replaced would be acknowledged and then lost
+        /// at the next start.
+        let file: FileIdentity?
         var log: FileIdentity?
+
+        /// Whether `path` and its log still name the files opened (one `stat` each).
+        func filesInPlace(_ path: String) -> Bool {
+            (file == nil || FileIdentity(path) == file) && (log == nil || FileIdentity(path + "-wal") == log)
+        }
 
         /// The store's clock now: it goes on from where the last process kept it.
         var clock: Double { clockKept + (ContinuousClock.now - clockRead).seconds }
@@ -43,9 +50,6 @@ public final class SQLiteSessionStore: SessionStorage {
     /// Whether this open made the store: the data directory held none (a first start, or a
     /// volume that was not there), said in the `listening` line so that an empty start shows.
     public let wasCreated: Bool
-    /// The file opened, by device and inode: a commit to a file (or a log) that was removed or
-    /// replaced since would be acknowledged and then lost at the next start.
-    private let identity: FileIdentity?
     private let retention: EventRetention
     private let open: Mutex<Open?>
     private let writer: GroupCommit
@@ -90,7 +94,7 @@ public final class SQLiteSessionStore: SessionStorage {
         do {
             wasCreated = try Self.createIfAbsent(path, in: folder)
             let database = try SQLiteDatabase(path: path)
-            identity = FileIdentity(path)
+            let file = FileIdentity(path)
             try Self.prepare(database, path: path)
             var clock = 0.0
             var closed = false
@@ -102,7 +106,7 @@ public final class SQLiteSessionStore: SessionStorage {
             // disk must not keep navd from starting (it reads, and writes once there is room).
             let markedOpen = closed ? try Self.markOpen(database) : true
             self.open = Mutex(Open(database: database, clockKept: clock, closedCleanly: closed, markedOpen: markedOpen,
-                                   log: FileIdentity(path + "-wal")))
+                                   file: file, log: FileIdentity(path + "-wal")))
         } catch let failure as SQLiteDatabase.Failure {
             if failure.isBusy { throw .cannotOpen("\(path) is in use by another process") }
             // SQLite's words for a store it may not write ("disk I/O error") read like a failing
@@ -343,7 +347,7 @@ public final class SQLiteSessionStore: SessionStorage {
         let started = ContinuousClock.now
         let result = open.withLock { open -> Result<[GroupCommit.Verdict], StorageError> in
             guard var current = open.take() else { return .failure(.unavailable("the store is closed")) }
-            guard identity == nil || FileIdentity(path) == identity, current.log == nil || FileIdentity(path + "-wal") == current.log else {
+            guard current.filesInPlace(path) else {
                 open = current
                 return .failure(.unavailable("\(path) or its log was removed or replaced while navd had it open: nothing more is written to it (restore the files, or restart navd to start with the store as it is)"))
             }
