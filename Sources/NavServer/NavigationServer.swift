@@ -99,6 +99,32 @@ public final class NavigationServer: Sendable {
         handler.log.note(.info, "stopping", [("signal", .string(signal)), ("grace_seconds", .int(Int(grace.components.seconds)))])
     }
 
+    /// Writes a copy of the store to `--backup-dir` (SIGUSR1 asks for one), a piece at a time
+    /// between commits, and logs what came of it: `backup_written` with the file, which is whole
+    /// (an operator may copy it anywhere, and restores it as `navd.sqlite3` in an empty data
+    /// directory), or `backup_failed`. A store without copies of its own says so instead: memory
+    /// keeps nothing, and a PostgreSQL database is backed up with PostgreSQL's tools.
+    public func backUp() {
+        let log = handler.log
+        guard let storage = handler.persistence.storage as? any BackupStorage else {
+            let store = handler.persistence.storage == nil ? "memory" : configuration.store.rawValue
+            log.note(.warn, "backup_unsupported", [("store", .string(store))])
+            return
+        }
+        let directory = configuration.backupDirectory
+            ?? (configuration.dataDirectory.hasSuffix("/") ? configuration.dataDirectory : configuration.dataDirectory + "/") + "backups"
+        let started = ContinuousClock.now
+        storage.backUp(into: directory) { result in
+            let seconds = (ContinuousClock.now - started) / .milliseconds(1) / 1000
+            switch result {
+            case .success(let backup):
+                log.note(.info, "backup_written", [("path", .string(backup.path)), ("bytes", .int(backup.bytes)), ("seconds", .double(seconds))])
+            case .failure(let error):
+                log.note(.error, "backup_failed", [("reason", .string(error.description))])
+            }
+        }
+    }
+
     /// The `stopped` log line, after `shutdown()` has written out every line before it.
     public func logStopped() {
         handler.log.note(.info, "stopped")

@@ -38,6 +38,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var store: StoreKind = .sqlite
     /// The SQLite store's directory.
     public var dataDirectory = "navd-data"
+    /// Where SIGUSR1 writes a copy of the SQLite store (`NavigationServer.backUp()`); nil is
+    /// `backups` in the data directory.
+    public var backupDirectory: String?
     /// The PostgreSQL store's connection URL (`--store postgres`); it may hold a password, so it
     /// is never printed.
     public var databaseURL: String?
@@ -139,6 +142,10 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--data-dir", environment: "NAVD_DATA_DIR", value: "PATH", help: "the SQLite store's directory (default ./navd-data)") { config, value throws(Invalid) in
             guard !value.isEmpty else { throw Invalid(description: "--data-dir: must not be empty") }
             config.dataDirectory = value
+        },
+        Option(flag: "--backup-dir", environment: "NAVD_BACKUP_DIR", value: "PATH", help: "where SIGUSR1 writes a copy of the SQLite store (default DATA-DIR/backups)") { config, value throws(Invalid) in
+            guard !value.isEmpty else { throw Invalid(description: "--backup-dir: must not be empty") }
+            config.backupDirectory = value
         },
         Option(flag: "--database-url", environment: "DATABASE_URL", value: "URL", help: "the PostgreSQL store's database, postgresql://user:password@host:port/db (--store postgres)") { config, value throws(Invalid) in
             guard !value.isEmpty else { throw Invalid(description: "--database-url: must not be empty") }

@@ -13,7 +13,7 @@ import Synchronization
 /// environment parsed (`--help`, `--version`, `--check-health` answered, and `openapi [--output
 /// FILE]` writing the server's API document), the store opened,
 /// the server started, then served until SIGTERM, SIGINT or SIGHUP and shut down gracefully
-/// (`--shutdown-grace`, then a bounded drain). Exit codes: 0 after a shutdown, 2 for a setting
+/// (`--shutdown-grace`, then a bounded drain), SIGUSR1 meanwhile writing a copy of the store. Exit codes: 0 after a shutdown, 2 for a setting
 /// to fix or a store that cannot be opened, 1 when it cannot listen.
 ///
 /// It is one place so that every server gets the parts that are easy to get wrong: signals
@@ -89,9 +89,8 @@ public enum ServerMain {
         case .failure(let error):
             fail(program, "cannot listen on \(configuration.host):\(configuration.port): \(error)", code: 1)
         }
-        let termination = Termination(server: server, program: program, grace: configuration.shutdownGrace) {
-            server.logStopped()
-        }
+        let termination = Termination(server: server, program: program, grace: configuration.shutdownGrace,
+                                      stopped: { server.logStopped() }, backUp: { server.backUp() })
         server.logListening(version: version)
         // The main thread waits for the signals: the shutdown is ordinary code.
         termination.waitForSignals()

@@ -11,7 +11,7 @@ import Synchronization
 /// load. SIGHUP is a stop like the others, not a reload: it is what a closing terminal or
 /// session manager sends, and navd reads its settings only at start. Started with SIGHUP
 /// ignored (`nohup`), navd keeps ignoring it: whoever started it so asked it to outlive the
-/// terminal.
+/// terminal. SIGUSR1 is no stop: it asks for a copy of the store (`backUp`), as often as sent.
 ///
 /// All of it runs on threads of its own, never on the cooperative pool: requests may have
 /// queued seconds of work there, and a shutdown waiting its turn behind them is what made
@@ -27,6 +27,7 @@ final class Termination: Sendable {
     private let program: String
     private let grace: Duration
     private let stopped: @Sendable () -> Void
+    private let backUp: @Sendable () -> Void
     private let signalsSeen = Atomic<Int>(0)
     /// Signalled by every signal after the first: the grace period ends at once.
     private let hurry = DispatchSemaphore(value: 0)
@@ -34,11 +35,14 @@ final class Termination: Sendable {
     /// - Parameters:
     ///   - program: names the process in what it writes to standard error.
     ///   - stopped: says the server stopped, just before the process exits 0.
-    init(server: NavigationServer, program: String, grace: Duration, stopped: @escaping @Sendable () -> Void) {
+    ///   - backUp: what SIGUSR1 does.
+    init(server: NavigationServer, program: String, grace: Duration, stopped: @escaping @Sendable () -> Void,
+         backUp: @escaping @Sendable () -> Void) {
         self.server = server
         self.program = program
         self.grace = grace
         self.stopped = stopped
+        self.backUp = backUp
     }
 
     /// Blocks the handled signals in the calling thread and every thread started after it. Call
@@ -67,6 +71,7 @@ final class Termination: Sendable {
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGINT)
         if !hangUpIgnoredAtStart { sigaddset(&set, SIGHUP) }
+        sigaddset(&set, SIGUSR1)
         return set
     }
 
@@ -83,6 +88,7 @@ final class Termination: Sendable {
     }()
 
     private func received(_ signal: Int32) {
+        if signal == SIGUSR1 { return backUp() }
         if signalsSeen.add(1, ordering: .relaxed).newValue == 1 {
             server.logStopping(signal: Self.name(of: signal), grace: grace)
             // A serial queue's work gets a thread of its own, outside the cooperative pool.

@@ -3,7 +3,7 @@ import CSQLite
 /// One connection to a SQLite database: statements prepared once and reused, errors carried
 /// with SQLite's own message. Not thread-safe; its owner serialises every use.
 final class SQLiteDatabase {
-    private let handle: OpaquePointer
+    fileprivate let handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
 
     /// SQLite's result code and message.
@@ -112,6 +112,53 @@ final class SQLiteDatabase {
 
     private func failure(_ code: Int32) -> Failure {
         Failure(code: code, message: String(cString: sqlite3_errmsg(handle)))
+    }
+}
+
+/// An online copy of one database into another (`sqlite3_backup`), a few pages at a time, so
+/// whoever writes the source between steps is not held up for the whole copy. What the source's
+/// own connection writes meanwhile reaches the copy too; the copy is whole once `step` says so.
+final class SQLiteBackup {
+    private let handle: OpaquePointer
+    /// Kept open until the copy ends: a source closed under a running copy would be misuse.
+    private let source: SQLiteDatabase
+    let destination: SQLiteDatabase
+
+    init(from source: SQLiteDatabase, to destination: SQLiteDatabase) throws(SQLiteDatabase.Failure) {
+        guard let handle = sqlite3_backup_init(destination.handle, "main", source.handle, "main") else {
+            throw SQLiteDatabase.Failure(code: sqlite3_errcode(destination.handle), message: String(cString: sqlite3_errmsg(destination.handle)))
+        }
+        self.handle = handle
+        self.source = source
+        self.destination = destination
+    }
+
+    private var finished = false
+
+    deinit {
+        finish()
+    }
+
+    /// Ends the copy, whole or not, and lets go of the source: on the thread that uses the
+    /// source, since the copy is registered with it.
+    func finish() {
+        guard !finished else { return }
+        finished = true
+        sqlite3_backup_finish(handle)
+    }
+
+    /// Copies up to `pages` more pages; true once the copy is whole.
+    func step(pages: Int32) throws(SQLiteDatabase.Failure) -> Bool {
+        guard !finished else { return true }
+        let code = sqlite3_backup_step(handle, pages)
+        switch code {
+        case SQLITE_DONE: return true
+        case SQLITE_OK, SQLITE_BUSY, SQLITE_LOCKED: return false
+        default:
+            // The destination's message when it has one (a full disk); else SQLite's name for it.
+            let message = sqlite3_errcode(destination.handle) == SQLITE_OK ? String(cString: sqlite3_errstr(code)) : String(cString: sqlite3_errmsg(destination.handle))
+            throw SQLiteDatabase.Failure(code: code, message: message)
+        }
     }
 }
 

@@ -15,7 +15,7 @@ import Synchronization
 /// arrived while the previous commit was syncing in one transaction, so requests share a sync
 /// instead of queueing for one each. The file is held with an exclusive lock: a second navd
 /// on the same directory is refused instead of corrupting the first one's sessions.
-public final class SQLiteSessionStore: SessionStorage {
+public final class SQLiteSessionStore: BackupStorage {
     /// The open database and what is kept beside it, behind one lock.
     private struct Open {
         let database: SQLiteDatabase
@@ -36,6 +36,8 @@ public final class SQLiteSessionStore: SessionStorage {
         /// at the next start.
         let file: FileIdentity?
         var log: FileIdentity?
+        /// A copy under way (`backUp`), one at a time.
+        var backup: RunningBackup?
 
         /// Whether `path` and its log still name the files opened (one `stat` each).
         func filesInPlace(_ path: String) -> Bool {
@@ -495,6 +497,137 @@ public final class SQLiteSessionStore: SessionStorage {
          .blob(snapshot.state), .blob(snapshot.tree), .blob(snapshot.extras)]
     }
 
+    // MARK: - Backing up
+
+    /// A copy being written: the copy itself, the file it goes to until it is whole, the name
+    /// it then takes, and whom to tell.
+    private struct RunningBackup {
+        let copy: SQLiteBackup
+        let partial: String
+        let target: String
+        let completion: @Sendable (Result<StoreBackup, StorageError>) -> Void
+    }
+
+    /// Pages copied per turn of the writer: a few milliseconds, so a commit that waits behind
+    /// one waits about as long as behind a busy commit.
+    private static let backupStepPages: Int32 = 256
+
+    public func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void) {
+        writer.onWriter { [self] in
+            let started = open.withLock { open -> StorageError? in
+                guard let database = open?.database else { return .unavailable("the store is closed") }
+                guard open?.backup == nil else { return .unavailable("a backup is already under way") }
+                if let failure = Self.makeDirectories(directory) {
+                    return .unavailable("cannot create the backup directory \(directory): \(failure)")
+                }
+                let target = Self.unusedBackupPath(in: directory)
+                let partial = target + ".partial"
+                unlink(partial)
+                do throws(SQLiteDatabase.Failure) {
+                    let destination = try SQLiteDatabase(path: partial)
+                    // Synced once, whole, away from the writer: syncing here would hold commits up.
+                    try destination.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;")
+                    open?.backup = RunningBackup(copy: try SQLiteBackup(from: database, to: destination),
+                                                 partial: partial, target: target, completion: completion)
+                    return nil
+                } catch {
+                    unlink(partial)
+                    return .unavailable("\(partial): \(error)")
+                }
+            }
+            if let started { return completion(.failure(started)) }
+            continueBackup()
+        }
+    }
+
+    /// Copies one more piece, then queues the next behind the commits that wait; once the copy
+    /// is whole, syncs it and moves it into place away from the writer.
+    private func continueBackup() {
+        enum Next {
+            case more
+            case whole(partial: String, target: String, completion: @Sendable (Result<StoreBackup, StorageError>) -> Void)
+            case ended
+        }
+        var failed: (partial: String, reason: String, completion: @Sendable (Result<StoreBackup, StorageError>) -> Void)?
+        let next = open.withLock { open -> Next in
+            guard let backup = open?.backup else { return .ended }
+            do throws(SQLiteDatabase.Failure) {
+                guard try backup.copy.step(pages: Self.backupStepPages) else { return .more }
+                backup.copy.finish()
+                open?.backup = nil
+                return .whole(partial: backup.partial, target: backup.target, completion: backup.completion)
+            } catch {
+                backup.copy.finish()
+                open?.backup = nil
+                failed = (backup.partial, error.description, backup.completion)
+                return .ended
+            }
+        }
+        if let failed {
+            unlink(failed.partial)
+            return failed.completion(.failure(.unavailable("\(failed.partial): \(failed.reason)")))
+        }
+        switch next {
+        case .more:
+            writer.onWriter { [self] in continueBackup() }
+        case .whole(let partial, let target, let completion):
+            DispatchQueue(label: "navd.store.backup").async {
+                completion(Self.moveIntoPlace(partial, as: target))
+            }
+        case .ended:
+            break
+        }
+    }
+
+    /// Syncs the finished copy, then gives it its name, so a file with that name is always a
+    /// whole copy; the directory's entry is synced too.
+    private static func moveIntoPlace(_ partial: String, as target: String) -> Result<StoreBackup, StorageError> {
+        let file = systemOpen(partial, O_RDONLY)
+        var info = stat()
+        guard file >= 0, fsync(file) == 0, fstat(file, &info) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if file >= 0 { systemClose(file) }
+            unlink(partial)
+            return .failure(.unavailable("\(partial): \(reason)"))
+        }
+        systemClose(file)
+        guard rename(partial, target) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(partial)
+            return .failure(.unavailable("\(target): \(reason)"))
+        }
+        let directory = String(target[..<(target.lastIndex(of: "/") ?? target.startIndex)])
+        let folder = systemOpen(directory.isEmpty ? "." : directory, O_RDONLY)
+        if folder >= 0 {
+            fsync(folder)
+            systemClose(folder)
+        }
+        return .success(StoreBackup(path: target, bytes: Int(info.st_size)))
+    }
+
+    /// `navd-20261129T094512Z.sqlite3` in `directory`, by UTC time, with `-2`, `-3`… after a
+    /// name already taken (two copies in one second).
+    private static func unusedBackupPath(in directory: String) -> String {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        func padded(_ value: Int32, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        let date = padded(parts.tm_year + 1900, 4) + padded(parts.tm_mon + 1, 2) + padded(parts.tm_mday, 2)
+        let stamp = date + "T" + padded(parts.tm_hour, 2) + padded(parts.tm_min, 2) + padded(parts.tm_sec, 2) + "Z"
+        let base = (directory.hasSuffix("/") ? directory : directory + "/") + "navd-" + stamp
+        var candidate = base + ".sqlite3"
+        var info = stat()
+        var suffix = 2
+        while stat(candidate, &info) == 0 || stat(candidate + ".partial", &info) == 0 {
+            candidate = "\(base)-\(suffix).sqlite3"
+            suffix += 1
+        }
+        return candidate
+    }
+
     // MARK: - Statistics and closing
 
     private func record(_ result: Result<[GroupCommit.Verdict], StorageError>, requests: Int, seconds: Double) {
@@ -515,6 +648,15 @@ public final class SQLiteSessionStore: SessionStorage {
 
     public func close() {
         writer.close()
+        let abandoned = open.withLock { open -> RunningBackup? in
+            defer { open?.backup = nil }
+            open?.backup?.copy.finish()
+            return open?.backup
+        }
+        if let abandoned {
+            unlink(abandoned.partial)
+            abandoned.completion(.failure(.unavailable("the store closed before the backup was whole")))
+        }
         open.withLock { open in
             // What deletions freed goes back now, and the log is folded into the database, so
             // the next start reads one file no larger than its sessions need.

@@ -33,6 +33,30 @@ public protocol SessionStorage: Sendable {
     func commitRunningFor() -> Duration?
 }
 
+/// A store that can copy itself while it serves: what an operator keeps, and restores by
+/// starting navd on it. A copy of the live files would not do: taken while a commit writes, it
+/// can hold half of one.
+public protocol BackupStorage: SessionStorage {
+    /// Writes a copy of the store, whole as of one moment after the call, to a new file in
+    /// `directory` (made if absent), a piece at a time between commits, so they are not held
+    /// up for the whole copy; calls `completion` once, on some thread of the store's. One copy
+    /// at a time: a second asked for meanwhile fails.
+    func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void)
+}
+
+/// A copy `BackupStorage.backUp` wrote.
+public struct StoreBackup: Sendable, Equatable {
+    /// The file, complete: it is moved into place only once written and synced.
+    public var path: String
+    /// Its size.
+    public var bytes: Int
+
+    public init(path: String, bytes: Int) {
+        self.path = path
+        self.bytes = bytes
+    }
+}
+
 /// A store several nodes share, each session owned by one node at a time.
 ///
 /// Ownership is a fencing epoch in the store, per session: a node takes a session over by

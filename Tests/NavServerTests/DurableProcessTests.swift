@@ -108,6 +108,52 @@ import TestSupport
         }
     }
 
+    /// SIGUSR1 writes a copy of the store while navd serves on; navd started on that copy alone
+    /// has every session as it was when the copy was made, with its token.
+    @Test func aBackupSignalWritesACopyThatANewNavdStartsFromWithEverySession() async throws {
+        let directory = Self.freshDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try Running(Self.flags, dataDirectory: directory)
+        try first.waitUntilListening()
+        var sessions: [(id: String, token: String, count: Int)] = []
+        let client = try LoopbackClient(port: first.port)
+        for count in 1...3 {
+            let (id, token) = try await Self.createCounter(port: first.port)
+            for _ in 0..<count {
+                let answer = try await client.request("POST", "/sessions/\(id)/actions", token: token,
+                                                      json: #"{"target":"root","action":"incrementButtonTapped"}"#)
+                #expect(answer.status == 200)
+            }
+            sessions.append((id, token, count))
+        }
+        kill(first.process.processIdentifier, SIGUSR1)
+        let written = try first.waitForLine("backup_written")
+        let path = try #require(written["path"]?.stringValue)
+        #expect(path.hasPrefix(directory + "/backups/navd-") && path.hasSuffix(".sqlite3"), "\(path)")
+        #expect(written["bytes"]?.intValue == (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int))
+        // Served on; a change after the copy is not in it.
+        let later = try await client.request("POST", "/sessions/\(sessions[0].id)/actions", token: sessions[0].token,
+                                             json: #"{"target":"root","action":"incrementButtonTapped"}"#)
+        #expect(later.status == 200)
+        first.process.terminate()
+        #expect(await first.wait(timeout: .seconds(5)))
+
+        let restored = Self.freshDirectory()
+        defer { try? FileManager.default.removeItem(atPath: restored) }
+        try FileManager.default.createDirectory(atPath: restored, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: path, toPath: restored + "/navd.sqlite3")
+        let second = try Running(Self.flags, dataDirectory: restored)
+        defer { second.process.terminate() }
+        try second.waitUntilListening()
+        #expect(second.listening["store_created"] == false)
+        let after = try LoopbackClient(port: second.port)
+        for session in sessions {
+            let state = try await after.request("GET", "/sessions/\(session.id)", headers: [("Authorization", "Bearer \(session.token)")])
+            #expect(state.status == 200)
+            #expect(state.json["state"]?["count"]?.intValue == session.count)
+        }
+    }
+
     @Test func aDataDirectoryThatIsNotNavdsExitsWithCode2() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-foreign-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }

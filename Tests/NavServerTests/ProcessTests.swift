@@ -55,34 +55,60 @@ import TestSupport
             if ownsDataDirectory { try? FileManager.default.removeItem(atPath: dataDirectory) }
         }
 
+        /// What navd wrote that no one has read yet.
+        private var unread = Data()
+
         /// Reads lines until the `listening` one, for the port; returns the lines before it.
         @discardableResult
         func waitUntilListening() throws -> [JSON] {
-            var seen = Data()
             var before: [JSON] = []
             while true {
-                while let newline = seen.firstIndex(of: 0x0A) {
-                    let line = (try? JSONParser.parse(Array(seen[seen.startIndex..<newline]))) ?? .null
-                    seen = Data(seen[(newline + 1)...])
-                    if line["event"] == "listening", let port = line["port"]?.intValue {
-                        self.port = port
-                        listening = line
-                        return before
-                    }
-                    before.append(line)
+                let line = try nextLine(within: nil)
+                if line["event"] == "listening", let port = line["port"]?.intValue {
+                    self.port = port
+                    listening = line
+                    return before
                 }
-                let chunk = output.fileHandleForReading.availableData
-                guard !chunk.isEmpty else { throw LoopbackClient.Failure(description: "navd exited: \(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))") }
-                seen += chunk
+                before.append(line)
             }
         }
 
-        /// Stops navd with SIGTERM and returns the log lines it wrote after `listening`: what a
-        /// test reads once the process has said everything.
+        /// Reads lines until one with `event`, within `timeout`; returns it.
+        func waitForLine(_ event: String, timeout: Duration = .seconds(10)) throws -> JSON {
+            let deadline = ContinuousClock.now + timeout
+            while true {
+                let line = try nextLine(within: deadline)
+                if line["event"]?.stringValue == event { return line }
+            }
+        }
+
+        /// The next line navd writes; a failure once navd exits or `deadline` passes.
+        private func nextLine(within deadline: ContinuousClock.Instant?) throws -> JSON {
+            while true {
+                if let newline = unread.firstIndex(of: 0x0A) {
+                    let line = (try? JSONParser.parse(Array(unread[unread.startIndex..<newline]))) ?? .null
+                    unread = Data(unread[(newline + 1)...])
+                    return line
+                }
+                if let deadline {
+                    let left = deadline - ContinuousClock.now
+                    var ready = pollfd(fd: output.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+                    guard left > .zero, poll(&ready, 1, Int32(left / .milliseconds(1)) + 1) > 0 else {
+                        throw LoopbackClient.Failure(description: "no line in time; navd wrote: \(String(decoding: unread, as: UTF8.self))")
+                    }
+                }
+                let chunk = output.fileHandleForReading.availableData
+                guard !chunk.isEmpty else { throw LoopbackClient.Failure(description: "navd exited: \(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))") }
+                unread += chunk
+            }
+        }
+
+        /// Stops navd with SIGTERM and returns the log lines it wrote after `listening` (and
+        /// after any line read since): what a test reads once the process has said everything.
         func stopAndReadLog() async -> [JSON] {
             process.terminate()
             _ = await wait(timeout: .seconds(10))
-            return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return String(decoding: unread + output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
                 .split(separator: "\n").compactMap { try? JSONParser.parse(Array($0.utf8)) }
         }
 
@@ -128,6 +154,21 @@ import TestSupport
         #expect(await navd.wait(timeout: .seconds(1)) == false, "still running after SIGHUP")
         let answer = try await LoopbackClient(port: navd.port).request("GET", "/readyz")
         #expect(answer.status == 200)
+        navd.process.terminate()
+        #expect(await navd.wait(timeout: .seconds(5)))
+        #expect(navd.process.terminationStatus == 0)
+    }
+
+    /// SIGUSR1 asks for a copy of the store; one that keeps nothing on disk says it has none to
+    /// give, and serves on.
+    @Test func aBackupSignalToAServerInMemorySaysSoAndItServesOn() async throws {
+        let navd = try Running(["--port", "0", "--store", "memory", "--log-requests", "off"])
+        try navd.waitUntilListening()
+        kill(navd.process.processIdentifier, SIGUSR1)
+        let line = try navd.waitForLine("backup_unsupported")
+        #expect(line["store"] == "memory")
+        #expect(line["level"] == "warn")
+        #expect(try await LoopbackClient(port: navd.port).request("GET", "/readyz").status == 200)
         navd.process.terminate()
         #expect(await navd.wait(timeout: .seconds(5)))
         #expect(navd.process.terminationStatus == 0)

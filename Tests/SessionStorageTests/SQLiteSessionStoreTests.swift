@@ -493,6 +493,114 @@ import TestSupport
         #expect(loaded.failed == ["bad"])
     }
 
+    // MARK: - Backups
+
+    /// A copy taken while commits go on is a store of its own: it opens like any other, with
+    /// every session, and of a session written meanwhile it holds an unbroken run of what was
+    /// acknowledged: everything before the copy was asked for, and nothing never acknowledged.
+    @Test func aBackupTakenWhileCommitsGoOnIsAWholeStoreOfItsOwn() async throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open(EventRetention(count: 10_000, bytes: 1 << 30))
+        try fillWithSessions(store)
+        let before = 20
+        for version in 1...before { try commit(store, [.transaction(id: "s0", transaction(version: version, events: version...version))]) }
+
+        let backups = directory + "/backups"
+        let written = Mutex<Result<StoreBackup, StorageError>?>(nil)
+        store.backUp(into: backups) { result in written.withLock { $0 = result } }
+        var version = before
+        while written.withLock({ $0 }) == nil {
+            version += 1
+            try commit(store, [.transaction(id: "s0", transaction(version: version, events: version...version))])
+        }
+        let backup = try #require(try written.withLock { $0 }?.get())
+        #expect(version > before + 1, "commits went on while the copy was made (\(version - before) of them)")
+        try commit(store, [.transaction(id: "s0", transaction(version: version + 1, events: (version + 1)...(version + 1)))])
+        store.close()
+
+        #expect(backup.path.hasPrefix(backups + "/navd-") && backup.path.hasSuffix("Z.sqlite3"), "\(backup.path)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: backups)
+        #expect(files == [(backup.path as NSString).lastPathComponent], "no partial copy left: \(files)")
+        let attributes = try FileManager.default.attributesOfItem(atPath: backups)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        #expect((try FileManager.default.attributesOfItem(atPath: backup.path)[.size] as? Int) == backup.bytes)
+
+        let restored = directory + "/restored"
+        try FileManager.default.createDirectory(atPath: restored, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: backup.path, toPath: restored + "/navd.sqlite3")
+        let copy = try SQLiteSessionStore(directory: restored, retention: EventRetention(count: 10_000, bytes: 1 << 30))
+        let loaded = try copy.loadAll()
+        copy.close()
+        #expect(loaded.failed.isEmpty)
+        #expect(loaded.sessions.count == 200)
+        let s0 = try #require(loaded.sessions.first { $0.record.id == "s0" })
+        let kept = s0.transactions.map(\.version)
+        #expect(kept.count >= before && kept.count <= version, "\(kept.count) transactions, \(before) acknowledged before the copy")
+        #expect(kept == Array(1...kept.count), "an unbroken run from the first")
+        #expect(s0.events.map(\.sequence) == Array(1...kept.count))
+    }
+
+    /// One copy at a time; and a store closed while a copy is under way leaves no partial file,
+    /// and says the copy failed.
+    @Test func aSecondBackupMeanwhileFailsAndAStoreClosedDuringOneLeavesNoPartialCopy() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try fillWithSessions(store, count: 1000)
+        let backups = directory + "/backups"
+        let results = Mutex<[Result<StoreBackup, StorageError>]>([])
+        let done = DispatchSemaphore(value: 0)
+        for _ in 1...2 {
+            store.backUp(into: backups) { result in
+                results.withLock { $0.append(result) }
+                done.signal()
+            }
+        }
+        // The first copy takes about 80 turns of the writer: the second is asked at its first,
+        // and the close comes long before its last.
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        store.close()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let said = results.withLock { $0 }.map { result -> String in
+            switch result {
+            case .success: "written"
+            case .failure(let error): "\(error)"
+            }
+        }
+        #expect(said.count == 2)
+        #expect(said.first?.contains("a backup is already under way") == true, "\(said)")
+        #expect(said.last?.contains("the store closed before the backup was whole") == true, "\(said)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: backups) == [])
+    }
+
+    /// A copy that cannot be written fails, saying where and why, and the store goes on.
+    @Test func aBackupThatCannotBeWrittenFailsSayingWhy() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        defer { store.close() }
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        #expect(FileManager.default.createFile(atPath: directory + "/file", contents: Data()))
+        let written = Mutex<Result<StoreBackup, StorageError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        store.backUp(into: directory + "/file/backups") { result in
+            written.withLock { $0 = result }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(throws: StorageError.unavailable("cannot create the backup directory \(directory)/file/backups: \(directory)/file: Not a directory")) {
+            try written.withLock { $0 }?.get()
+        }
+        try commit(store, [.transaction(id: "a", transaction(version: 1, events: 1...1))])
+    }
+
+    /// Sessions of 20 KB of state each: a store the copy needs turns of the writer for, about
+    /// one for every 50.
+    func fillWithSessions(_ store: SQLiteSessionStore, count: Int = 200) throws {
+        let state = #"{"text":""# + String(repeating: "x", count: 20_000) + #""}"#
+        for batch in 0..<(count / 20) {
+            try commit(store, (0..<20).map { .create(record("s\(batch * 20 + $0)"), snapshot(version: 0, last: 0, state: state)) })
+        }
+    }
+
     @Test(.enabled(if: geteuid() == 0, "mounting a small tmpfs needs root"))
     func aFullDiskFailsTheBatchAndTheStoreRecoversOnceThereIsRoom() throws {
         try mountSmallDisk()
