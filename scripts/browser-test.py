@@ -378,7 +378,12 @@ def app(tab):
 
 def gallery(tab, second):
     sid, token = start_session(tab, "gallery")
+    # A link to a session this tab did not start is opened only once the user says so: whoever
+    # made it sees what is typed into it.
     second.js(f"location.hash = {json.dumps(tab.js('location.hash'))}")
+    second.wait("!!document.querySelector('#open-linked')", "the second tab to ask before opening the link")
+    assert second.js("document.querySelector('#connection').dataset.connection") == "none", "connected before the user agreed"
+    second.click("#open-linked")
     second.wait("document.querySelector('#connection').dataset.connection === 'open'", "the second tab to connect")
     tab.click('[data-key="action-root-sheetAndPopoverButtonTapped"]')
     tab.wait("!!document.querySelector('.panel-popover')", "the popover")

@@ -26,9 +26,10 @@ final class Exchange: Sendable {
     /// apart from ordinary requests.
     private let waits: Bool
 
-    /// Query parameters that carry a credential (the token for curl, a stream ticket for
-    /// `EventSource`): never kept, so no log line can show them, in any spelling of their name.
-    static let credentials: Set<String> = ["token", "ticket"]
+    /// The query parameters a log line shows: those navd reads, but for the credentials (the
+    /// token for curl, a stream ticket for `EventSource`). Anything else is left out, so that no
+    /// spelling of a credential that navd does not read (`token%00=`, `x=1;token=`) shows.
+    static let logged: Set<String> = Set(APIHandler.queryParameters).subtracting(["token", "ticket"])
 
     /// - Parameter request: its head; nil when the HTTP layer refused it before reading one.
     init(request: HTTPRequest?, peer: PeerAddress, route: Route?, started: ContinuousClock.Instant, handler: APIHandler) {
@@ -38,7 +39,7 @@ final class Exchange: Sendable {
         self.peer = peer
         self.method = request?.method
         self.path = request.map { String($0.encodedPath) }
-        self.query = request?.query.filter { !Self.credentials.contains($0.name.lowercased()) } ?? []
+        self.query = request?.query.filter { Self.logged.contains($0.name) } ?? []
         self.origin = request.flatMap(CORSPolicy.origin(of:))
         self.route = route
         self.started = started
@@ -66,8 +67,14 @@ final class Exchange: Sendable {
 
     /// The response with the headers every answer carries, accounted for. A refusal is counted
     /// but not timed: it took no work, and its near-zero latency would only blur everyone else's.
+    ///
+    /// No answer is kept by a cache unless it says so (the static files do): a session's state can
+    /// hold what its user typed. None is sniffed for another type than it says: an error that
+    /// repeats the path a client sent is JSON, never a page.
     func finish(_ response: HTTPResponse, timed: Bool = true) -> HTTPResponse {
         var response = response
+        if !response.headers.contains("Cache-Control") { response.headers.add("Cache-Control", "no-store") }
+        if !response.headers.contains("X-Content-Type-Options") { response.headers.add("X-Content-Type-Options", "nosniff") }
         for (name, value) in handler.configuration.cors.responseHeaders(origin: origin) { response.headers.set(name, value) }
         response.headers.set(RequestID.header, requestID)
         account(response.status, bytes: method == "HEAD" ? 0 : response.body.count, timed: timed)
@@ -77,6 +84,7 @@ final class Exchange: Sendable {
     /// An event stream's headers: the request id (the caller adds CORS), accounted as a 200.
     func streamHeaders(_ headers: HTTPHeaders) -> HTTPHeaders {
         var headers = headers
+        headers.set("X-Content-Type-Options", "nosniff")
         headers.set(RequestID.header, requestID)
         account(200, bytes: 0, timed: true)
         return headers

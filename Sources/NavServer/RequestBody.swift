@@ -3,14 +3,20 @@ import NavigationCore
 
 /// Reads a request's JSON body, refusing what is not JSON with API.md's status codes.
 enum RequestBody {
-    /// `nil` for an empty body. 415 for a body that says it is not JSON, 400 for one that is not.
-    /// Every `Content-Type` a request carries must say JSON: with two that disagree, which one a
-    /// proxy in front believed is unknown, so none is taken on trust.
+    /// `nil` for an empty body. 415 for a body that does not say it is JSON, 400 for one that is
+    /// not. Every `Content-Type` a request carries must say JSON: with two that disagree, which
+    /// one a proxy in front believed is unknown, so none is taken on trust. One without any is
+    /// refused too: it is what a page on another site can send without asking (a `fetch` of a
+    /// bare body needs no CORS preflight), and creating sessions needs no token to stop it.
     static func json(_ request: HTTPRequest) throws(APIError) -> JSON? {
         guard !request.body.isEmpty else { return nil }
+        var saysJSON = false
         for field in request.headers {
-            if ASCII.namesEqual(field.name, "Content-Type"), !isJSON(mediaType: field.value) {
-                throw APIError(415, "unsupported_media_type", "send the body as application/json, not \(field.value)")
+            if ASCII.namesEqual(field.name, "Content-Type") {
+                guard isJSON(mediaType: field.value) else {
+                    throw APIError(415, "unsupported_media_type", "send the body as application/json, not \(field.value)")
+                }
+                saysJSON = true
             }
             // A compressed body read as if it were not would be garbage, or worse, JSON that
             // means something else: navd decodes no content coding, and says so (RFC 9110 15.5.16).
@@ -18,6 +24,9 @@ enum RequestBody {
                 throw APIError(415, "unsupported_media_type", "send the body without a content coding, not \(field.value)",
                                headers: ["Accept-Encoding": "identity"])
             }
+        }
+        guard saysJSON else {
+            throw APIError(415, "unsupported_media_type", "send the body as application/json, with Content-Type: application/json")
         }
         do {
             return try JSONParser.parse(request.body)

@@ -23,6 +23,35 @@ import TestSupport
         await server.stop()
     }
 
+    /// A session's state can hold what its user typed, and errors repeat what a client sent: no
+    /// answer may be kept by a cache unless it says so, and none sniffed as another type (a page).
+    /// Static files keep their own rule: revalidated, never stale.
+    @Test func noAnswerIsCachedOrSniffedUnlessItSaysSo() async throws {
+        let server = try await TestServer()
+        let client = try server.client()
+        let (id, token) = try await server.session("counter")
+        var answers = [
+            try await client.request("POST", "/sessions", json: #"{"feature":"counter"}"#),
+            try await client.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]),
+            try await client.request("POST", "/sessions/\(id)/actions", token: token, json: #"{"target":"root","action":"incrementButtonTapped"}"#),
+            try await client.request("GET", "/nope/%3Cscript%3E"),
+            try await client.request("GET", "/sessions/\(id)"),
+            try await client.request("GET", "/metrics"),
+            try await client.request("GET", "/features"),
+        ]
+        answers.append(try await client.request("HEAD", "/sessions/\(id)/events", headers: [("Authorization", "Bearer \(token)")]))
+        for answer in answers {
+            #expect(answer.header("x-content-type-options") == "nosniff", "\(answer.status) \(answer.text)")
+        }
+        for answer in answers.dropLast() {
+            #expect(answer.header("cache-control") == "no-store", "\(answer.status) \(answer.text)")
+        }
+        #expect(answers.last?.header("cache-control") == "no-cache", "an event stream's own")
+        let page = try await client.request("GET", "/")
+        #expect(page.header("cache-control") == "no-cache" && page.header("x-content-type-options") == "nosniff")
+        await server.stop()
+    }
+
     @Test func createReadAndDeleteASession() async throws {
         let server = try await TestServer()
         let client = try server.client()
@@ -180,6 +209,15 @@ import TestSupport
         #expect(invalid.json["error"]?["message"]?.stringValue?.hasPrefix("state.path[2].counter.count") == true)
         let form = try await client.request("POST", "/sessions", headers: [("Content-Type", "text/plain")], body: Array(#"{"feature":"app"}"#.utf8))
         #expect(form.status == 415)
+        // A body that does not say what it is, as a page on another site can send without a
+        // preflight (`fetch` of a bare Blob): refused, and no session is made.
+        let before = try await client.request("GET", "/metrics").text.components(separatedBy: "\n").first { $0.hasPrefix("navd_sessions_open ") }
+        let bare = try await client.request("POST", "/sessions", body: Array(#"{"feature":"counter"}"#.utf8))
+        #expect(bare.status == 415)
+        #expect(bare.json["error"]?["code"] == "unsupported_media_type")
+        #expect(bare.json["error"]?["message"]?.stringValue?.contains("Content-Type: application/json") == true, "\(bare.text)")
+        let after = try await client.request("GET", "/metrics").text.components(separatedBy: "\n").first { $0.hasPrefix("navd_sessions_open ") }
+        #expect(before != nil && before == after, "\(String(describing: before)) then \(String(describing: after))")
         #expect(try await client.request("POST", "/sessions").status == 400)
         // The media type is read without its parameters, the spaces around it, or case; inside
         // it, only `type/subtype` of token characters, `+json` ending the subtype.

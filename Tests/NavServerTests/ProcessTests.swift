@@ -269,7 +269,7 @@ import TestSupport
         let id = try #require(created.json["id"]?.stringValue)
         let token = try #require(created.json["token"]?.stringValue)
         let client = try LoopbackClient(port: navd.port)
-        _ = try await client.request("GET", "/sessions/\(id)/navigation?token=\(token)&x=1")
+        _ = try await client.request("GET", "/sessions/\(id)/navigation?token=\(token)&wait=false&x=1")
         _ = try await client.request("GET", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
         navd.process.terminate()
         #expect(await navd.wait(timeout: .seconds(5)))
@@ -278,7 +278,7 @@ import TestSupport
         let lines = log.split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
         let requests = lines.filter { $0["method"] != nil }
         #expect(requests.count == 3)
-        #expect(requests.contains { $0["path"] == .string("/sessions/\(id)/navigation?x=1") && $0["status"] == 401 })
+        #expect(requests.contains { $0["path"] == .string("/sessions/\(id)/navigation?wait=false") && $0["status"] == 401 })
         #expect(requests.allSatisfy { $0["duration_ms"] != nil && $0["status"] != nil && $0["event"] == "request" })
         #expect(requests.allSatisfy { $0["request_id"]?.stringValue != nil && $0["remote"]?.stringValue?.hasPrefix("127.0.0.1:") == true && $0["bytes"]?.intValue != nil })
         // Every line, the start and stop lines included, has its time (RFC 3339, UTC, milliseconds) and a level.

@@ -103,13 +103,15 @@ import TestSupport
         defer { Task { await server.stop() } }
         let (id, token) = try await server.session("counter")
         let client = try server.client()
+        let json = ("Content-Type", "application/json")
         let requests: [(String, String, [(String, String)], String?, Int)] = [
             ("GET", "/nope", [], nil, 404),
             ("GET", "/sessions/\(id)", [], nil, 401),
             ("PATCH", "/healthz", [], nil, 405),
-            ("POST", "/sessions", [], #"{"feature":"nope"}"#, 422),
-            ("POST", "/sessions/\(id)/actions", [("Authorization", "Bearer \(token)")], "{", 400),
-            ("POST", "/sessions/\(id)/actions", [("Authorization", "Bearer \(token)"), ("If-Match", "\"9\"")], #"{"action":"incrementButtonTapped"}"#, 412),
+            ("POST", "/sessions", [json], #"{"feature":"nope"}"#, 422),
+            ("POST", "/sessions", [], #"{"feature":"counter"}"#, 415),
+            ("POST", "/sessions/\(id)/actions", [("Authorization", "Bearer \(token)"), json], "{", 400),
+            ("POST", "/sessions/\(id)/actions", [("Authorization", "Bearer \(token)"), ("If-Match", "\"9\""), json], #"{"action":"incrementButtonTapped"}"#, 412),
             ("OPTIONS", "/sessions", [("Origin", "http://localhost:3000"), ("Access-Control-Request-Method", "POST")], nil, 204),
             ("HEAD", "/sessions/\(id)/events", [("Authorization", "Bearer \(token)")], nil, 200),
         ]
@@ -178,8 +180,8 @@ import TestSupport
         #expect(try await log.request("missing")["bytes"]?.intValue == missing.body.count)
         // Tokens never reach the log.
         let (id, token) = try await server.session("counter")
-        _ = try await client.request("GET", "/sessions/\(id)/navigation?token=\(token)&x=1", headers: [("X-Request-ID", "query")])
-        #expect(try await log.request("query")["path"] == .string("/sessions/\(id)/navigation?x=1"))
+        _ = try await client.request("GET", "/sessions/\(id)/navigation?token=\(token)&wait=false&x=1", headers: [("X-Request-ID", "query")])
+        #expect(try await log.request("query")["path"] == .string("/sessions/\(id)/navigation?wait=false"))
         _ = try await client.get("/sessions/\(id)", token: token)
         try await Task.sleep(for: .milliseconds(300))
         #expect(!log.text.contains(token))

@@ -65,11 +65,13 @@ async function start() {
     }
     send("start", async () => {
       const created = await createSession(location.origin, select.value, state);
+      remember(created.id);
       location.hash = `session=${created.id}&token=${created.token}`;
     });
   });
   $("#open").addEventListener("submit", (event) => {
     event.preventDefault();
+    remember($("#open-id").value.trim());
     location.hash = `session=${encodeURIComponent($("#open-id").value.trim())}&token=${encodeURIComponent($("#open-token").value.trim())}`;
   });
   $("#end").addEventListener("click", () => send("end", () => session.end()));
@@ -87,12 +89,44 @@ function openFromHash() {
   session = null;
   $("#log").replaceChildren();
   if (!id || !token) return draw();
+  if (!known().has(id)) return askBeforeOpening(id);
   $("#session-label").textContent = `session ${id}`;
   $("#share").href = $("#share").textContent = location.href;
   $("#end").disabled = false;
   session = connect(location.origin, { id, token });
   session.subscribe(onChange);
   draw();
+}
+
+/** Sessions this tab started, or opened by hand: a link to any other asks first. Whoever made the
+ * link holds the token too, and sees, and can answer, whatever is typed into that session (a
+ * screen made to look like a password prompt, say). Kept for the tab's life, reloads included. */
+const KNOWN_SESSIONS = "navd.inspector.sessions";
+
+function known() {
+  try {
+    return new Set(JSON.parse(sessionStorage.getItem(KNOWN_SESSIONS) ?? "[]"));
+  } catch {
+    return new Set();
+  }
+}
+
+function remember(id) {
+  const ids = known().add(id);
+  sessionStorage.setItem(KNOWN_SESSIONS, JSON.stringify([...ids]));
+}
+
+function askBeforeOpening(id) {
+  $("#session-label").textContent = `session ${id} (from a link, not opened)`;
+  draw();
+  const open = h("button", { id: "open-linked", type: "button" }, "Open it");
+  open.addEventListener("click", () => {
+    remember(id);
+    openFromHash();
+  });
+  phone.replaceChildren(h("div", { class: "empty" },
+    h("p", {}, `This link opens session ${id}, which was not started in this tab. Whoever made the link can see, and answer, anything typed into it.`),
+    open));
 }
 
 function onChange(change, current) {
