@@ -106,15 +106,10 @@ public final class NavigationServer: Sendable {
     /// keeps nothing, and a PostgreSQL database is backed up with PostgreSQL's tools.
     public func backUp() {
         let log = handler.log
-        guard let storage = handler.persistence.storage as? any BackupStorage else {
-            let store = handler.persistence.storage == nil ? "memory" : configuration.store.rawValue
-            log.note(.warn, "backup_unsupported", [("store", .string(store))])
-            return
-        }
         let directory = configuration.backupDirectory
             ?? (configuration.dataDirectory.hasSuffix("/") ? configuration.dataDirectory : configuration.dataDirectory + "/") + "backups"
         let started = ContinuousClock.now
-        storage.backUp(into: directory) { result in
+        let asked = handler.persistence.backUp(into: directory) { result in
             let seconds = (ContinuousClock.now - started) / .milliseconds(1) / 1000
             switch result {
             case .success(let backup):
@@ -122,6 +117,10 @@ public final class NavigationServer: Sendable {
             case .failure(let error):
                 log.note(.error, "backup_failed", [("reason", .string(error.description))])
             }
+        }
+        if !asked {
+            let store = handler.persistence.storage == nil ? "memory" : configuration.store.rawValue
+            log.note(.warn, "backup_unsupported", [("store", .string(store))])
         }
     }
 

@@ -29,6 +29,10 @@ final class SessionPersistence: Sendable {
     private let claimed = Atomic<Int>(0)
     private let released = Atomic<Int>(0)
     private let swept = Atomic<Int>(0)
+    private let backupsWritten = Atomic<Int>(0)
+    private let backupsFailed = Atomic<Int>(0)
+    /// When the last copy was written, in seconds since 1970; 0 before the first.
+    private let lastBackup = Atomic<Int>(0)
     private let lost = Mutex<(@Sendable (_ id: String, _ olderThan: Int) -> Void)?>(nil)
     private let unsettled = Mutex<(@Sendable (_ id: String, _ epoch: Int) -> Void)?>(nil)
 
@@ -415,6 +419,26 @@ final class SessionPersistence: Sendable {
         return NavigationEvent(sequence: stored.sequence, kind: kind, data: try parse(stored.data, "event \(stored.sequence)"))
     }
 
+    // MARK: - Backups
+
+    /// Writes a copy of the store (`BackupStorage.backUp`), counted for `/metrics` so that an
+    /// alert can say when none was made for too long; false when the store makes no copies of
+    /// its own (memory keeps nothing, PostgreSQL has tools of its own).
+    func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void) -> Bool {
+        guard let storage = storage as? any BackupStorage else { return false }
+        storage.backUp(into: directory) { [self] result in
+            switch result {
+            case .success:
+                backupsWritten.add(1, ordering: .relaxed)
+                lastBackup.store(Int(secondsSince1970()), ordering: .relaxed)
+            case .failure:
+                backupsFailed.add(1, ordering: .relaxed)
+            }
+            completion(result)
+        }
+        return true
+    }
+
     // MARK: - Metrics
 
     /// The store's part of `/metrics`.
@@ -441,6 +465,13 @@ final class SessionPersistence: Sendable {
         out.histogram("navd_store_batch_writes", bounds: statistics.batchBounds, cumulativeCounts: statistics.batchCounts,
                       sum: Double(statistics.writes), count: statistics.commits)
         single("navd_store_bytes", "Bytes the session store takes on disk (database and log).", statistics.bytesOnDisk)
+        if storage is any BackupStorage {
+            out.family("navd_store_backups_total", "counter", "Copies of the store asked for (SIGUSR1), by what came of them.")
+            out.sample("navd_store_backups_total", labels: #"result="written""#, backupsWritten.load(ordering: .relaxed))
+            out.sample("navd_store_backups_total", labels: #"result="failed""#, backupsFailed.load(ordering: .relaxed))
+            single("navd_store_last_backup_timestamp_seconds", "When the last copy of the store was written, in seconds since 1970; 0 before the first.",
+                   lastBackup.load(ordering: .relaxed))
+        }
         if shared != nil {
             single("navd_sessions_claimed_total", "Sessions this node loaded from the shared store and took over.",
                    claimed.load(ordering: .relaxed), type: "counter")

@@ -131,6 +131,12 @@ import TestSupport
         let path = try #require(written["path"]?.stringValue)
         #expect(path.hasPrefix(directory + "/backups/navd-") && path.hasSuffix(".sqlite3"), "\(path)")
         #expect(written["bytes"]?.intValue == (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int))
+        let metrics = try await client.request("GET", "/metrics", headers: []).text
+        #expect(metrics.contains("navd_store_backups_total{result=\"written\"} 1\n"))
+        #expect(metrics.contains("navd_store_backups_total{result=\"failed\"} 0\n"))
+        let last = metrics.split(separator: "\n").first { $0.hasPrefix("navd_store_last_backup_timestamp_seconds ") }
+        let stamp = try #require(last.flatMap { Double($0.split(separator: " ")[1]) })
+        #expect(abs(stamp - Date().timeIntervalSince1970) < 60)
         // Served on; a change after the copy is not in it.
         let later = try await client.request("POST", "/sessions/\(sessions[0].id)/actions", token: sessions[0].token,
                                              json: #"{"target":"root","action":"incrementButtonTapped"}"#)
