@@ -17,6 +17,8 @@ final class Exchange: Sendable {
     private let method: String?
     private let path: String?
     private let query: [(name: String, value: String)]
+    /// Parameters left out of `query`.
+    private let ignoredParameters: Int
     /// The page's origin (`Origin`), which decides the CORS headers.
     private let origin: String?
     private let route: Route?
@@ -40,6 +42,7 @@ final class Exchange: Sendable {
         self.method = request?.method
         self.path = request.map { String($0.encodedPath) }
         self.query = request?.query.filter { Self.logged.contains($0.name) } ?? []
+        self.ignoredParameters = (request?.query.count ?? 0) - query.count
         self.origin = request.flatMap(CORSPolicy.origin(of:))
         self.route = route
         self.started = started
@@ -53,6 +56,7 @@ final class Exchange: Sendable {
         method = exchange.method
         path = exchange.path
         query = exchange.query
+        ignoredParameters = exchange.ignoredParameters
         origin = exchange.origin
         route = exchange.route
         started = exchange.started
@@ -98,7 +102,7 @@ final class Exchange: Sendable {
             handler.metrics.requestRefused(route: route, method: method, status: status)
         }
         guard handler.log.logsRequests else { return }
-        handler.log.record(.init(id: requestID, remote: remoteAddress, method: method, path: path, query: query,
+        handler.log.record(.init(id: requestID, remote: remoteAddress, method: method, path: path, query: query, ignoredParameters: ignoredParameters,
                                  status: status, bytes: bytes, seconds: seconds))
     }
 }

@@ -106,22 +106,33 @@ public final class NavigationServer: Sendable {
     /// keeps nothing, and a PostgreSQL database is backed up with PostgreSQL's tools.
     public func backUp() {
         let log = handler.log
-        let directory = configuration.backupDirectory
-            ?? (configuration.dataDirectory.hasSuffix("/") ? configuration.dataDirectory : configuration.dataDirectory + "/") + "backups"
         let started = ContinuousClock.now
-        let asked = handler.persistence.backUp(into: directory) { result in
+        let request = handler.persistence.backUp(into: backupDirectory) { result in
             let seconds = (ContinuousClock.now - started) / .milliseconds(1) / 1000
             switch result {
             case .success(let backup):
                 log.note(.info, "backup_written", [("path", .string(backup.path)), ("bytes", .int(backup.bytes)), ("seconds", .double(seconds))])
+            case .failure(.unavailable(let reason)):
+                log.note(.error, "backup_failed", [("reason", .string(reason))])
             case .failure(let error):
                 log.note(.error, "backup_failed", [("reason", .string(error.description))])
             }
         }
-        if !asked {
+        switch request {
+        case .started:
+            break
+        case .alreadyUnderWay:
+            log.note(.warn, "backup_skipped", [("reason", "a copy is under way already")])
+        case .unsupported:
             let store = handler.persistence.storage == nil ? "memory" : configuration.store.rawValue
             log.note(.warn, "backup_unsupported", [("store", .string(store))])
         }
+    }
+
+    /// `--backup-dir`, or `backups` in the data directory.
+    private var backupDirectory: String {
+        configuration.backupDirectory
+            ?? (configuration.dataDirectory.hasSuffix("/") ? configuration.dataDirectory : configuration.dataDirectory + "/") + "backups"
     }
 
     /// The `stopped` log line, after `shutdown()` has written out every line before it.
@@ -153,6 +164,7 @@ public final class NavigationServer: Sendable {
         } else {
             try await recoverSessions()
         }
+        handler.persistence.noteEarlierBackups(in: backupDirectory)
         try http.start()
         scheduleHousekeeping()
         handler.lifecycle.markReady()

@@ -36,6 +36,9 @@ final class RequestLog: Sendable {
         /// As sent, still percent-encoded.
         var path: String?
         var query: [(name: String, value: String)]
+        /// How many parameters the query had that `query` leaves out (names navd does not read,
+        /// credentials): counted, never shown, so a misspelt `wait` can be told from none.
+        var ignoredParameters = 0
         var status: Int
         /// Body bytes sent: 0 for `HEAD`, and for an event stream (its `stream_closed` line counts them).
         var bytes: Int
@@ -92,6 +95,7 @@ final class RequestLog: Sendable {
             }
             fields.append(("path", .string(target)))
         }
+        if request.ignoredParameters > 0 { fields.append(("query_ignored", .int(request.ignoredParameters))) }
         fields += [
             ("status", .int(request.status)),
             ("bytes", .int(request.bytes)),

@@ -31,6 +31,8 @@ final class SessionPersistence: Sendable {
     private let swept = Atomic<Int>(0)
     private let backupsWritten = Atomic<Int>(0)
     private let backupsFailed = Atomic<Int>(0)
+    private let backupsSkipped = Atomic<Int>(0)
+    private let backupUnderWay = Atomic<Bool>(false)
     /// When the last copy was written, in seconds since 1970; 0 before the first.
     private let lastBackup = Atomic<Int>(0)
     private let lost = Mutex<(@Sendable (_ id: String, _ olderThan: Int) -> Void)?>(nil)
@@ -421,11 +423,25 @@ final class SessionPersistence: Sendable {
 
     // MARK: - Backups
 
+    /// What came of asking for a copy.
+    enum BackupRequest {
+        /// Under way: the completion says how it ended.
+        case started
+        /// One is under way already, which this adds nothing to (a second signal, a cron job's
+        /// retry): not a failure.
+        case alreadyUnderWay
+        /// The store makes no copies of its own: memory keeps nothing, PostgreSQL has tools of its own.
+        case unsupported
+    }
+
     /// Writes a copy of the store (`BackupStorage.backUp`), counted for `/metrics` so that an
-    /// alert can say when none was made for too long; false when the store makes no copies of
-    /// its own (memory keeps nothing, PostgreSQL has tools of its own).
-    func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void) -> Bool {
-        guard let storage = storage as? any BackupStorage else { return false }
+    /// alert can say when none was made for too long.
+    func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void) -> BackupRequest {
+        guard let storage = storage as? any BackupStorage else { return .unsupported }
+        guard backupUnderWay.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+            backupsSkipped.add(1, ordering: .relaxed)
+            return .alreadyUnderWay
+        }
         storage.backUp(into: directory) { [self] result in
             switch result {
             case .success:
@@ -434,9 +450,17 @@ final class SessionPersistence: Sendable {
             case .failure:
                 backupsFailed.add(1, ordering: .relaxed)
             }
+            backupUnderWay.store(false, ordering: .releasing)
             completion(result)
         }
-        return true
+        return .started
+    }
+
+    /// Counts the newest copy in `directory` from before this process as the last one written,
+    /// so a restart does not read as a long time without one.
+    func noteEarlierBackups(in directory: String) {
+        guard let storage = storage as? any BackupStorage, let seconds = storage.newestBackup(in: directory) else { return }
+        lastBackup.store(seconds, ordering: .relaxed)
     }
 
     // MARK: - Metrics
@@ -469,7 +493,8 @@ final class SessionPersistence: Sendable {
             out.family("navd_store_backups_total", "counter", "Copies of the store asked for (SIGUSR1), by what came of them.")
             out.sample("navd_store_backups_total", labels: #"result="written""#, backupsWritten.load(ordering: .relaxed))
             out.sample("navd_store_backups_total", labels: #"result="failed""#, backupsFailed.load(ordering: .relaxed))
-            single("navd_store_last_backup_timestamp_seconds", "When the last copy of the store was written, in seconds since 1970; 0 before the first.",
+            out.sample("navd_store_backups_total", labels: #"result="skipped""#, backupsSkipped.load(ordering: .relaxed))
+            single("navd_store_last_backup_timestamp_seconds", "When the last copy of the store in the backup directory was written, in seconds since 1970; 0 before the first.",
                    lastBackup.load(ordering: .relaxed))
         }
         if shared != nil {

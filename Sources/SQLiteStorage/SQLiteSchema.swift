@@ -21,7 +21,7 @@ enum SQLiteSchema {
     /// `PRAGMA application_id`: the bytes "navd", so a stranger's database is refused.
     static let applicationID = 0x6E61_7664
     /// `PRAGMA user_version`: bumped by every change to the tables below.
-    static let version = 5
+    static let version = 6
 
     /// Run once, in a transaction, on an empty file.
     static let create = """
@@ -80,17 +80,49 @@ enum SQLiteSchema {
     /// The store's clock, in seconds: it runs only while navd has the store open (kept with the
     /// idle times written at a stop, and at close), so the time navd was down is nobody's idle time. `closed`
     /// says the last process wrote its sessions' idle times as it stopped (cleared at every
-    /// start): after a crash they are not known, and a restart counts as a use.
+    /// start): after a crash they are not known, and a restart counts as a use. `copied` marks a
+    /// copy (`backUp`): the store it came from went on issuing ids after it (`continueFromCopy`).
     private static let clock = """
         CREATE TABLE clock (
             id INTEGER PRIMARY KEY CHECK (id = 1),
             seconds REAL NOT NULL,
-            closed INTEGER NOT NULL
+            closed INTEGER NOT NULL,
+            copied INTEGER NOT NULL DEFAULT 0
         );
         """
 
+    /// How far a copy's sessions move their counters on when navd first opens it: more versions,
+    /// event ids and element ids than a session issues between a copy and its restore, so none a
+    /// client saw from the store the copy was taken of comes again with another meaning. Room
+    /// for thousands of restores under the counters' bound (2^53).
+    static let gapAfterCopy = 1_000_000_000_000
+
+    /// Run once, in the opening transaction, on a copy: every session's version, last event id
+    /// and next element id, in its snapshot, its journal rows and their events, move on by
+    /// `gapAfterCopy`, together, so each session's history is as unbroken as it was. Rows at or
+    /// below the snapshot, kept only for a client resuming from one of their events, go: every id
+    /// a client holds is now below the session's first, and gets a snapshot.
+    static let continueFromCopy = """
+        DELETE FROM journal WHERE version <= (SELECT version FROM sessions WHERE sessions.id = journal.session);
+        UPDATE sessions SET version = version + \(gapAfterCopy), last_sequence = last_sequence + \(gapAfterCopy),
+            next_serial = next_serial + \(gapAfterCopy);
+        UPDATE journal SET version = version + \(gapAfterCopy), last_sequence = last_sequence + \(gapAfterCopy),
+            next_serial = next_serial + \(gapAfterCopy),
+            events = (SELECT json_group_array(json_array((event.value ->> 0) + \(gapAfterCopy), event.value ->> 1, event.value -> 2))
+                      FROM json_each(journal.events) AS event)
+            WHERE json_valid(events);
+        UPDATE clock SET copied = 0;
+        """
+
+    /// What makes a file a copy: set in the copy alone, once it is whole.
+    static let markCopy = "UPDATE clock SET copied = 1"
+
     /// Brings a file of an older schema up to `version`, in the caller's transaction.
     static func migrations(from old: Int) -> String? {
+        // Version 5 had no mark for a copy.
+        if old == 5 {
+            return "ALTER TABLE clock ADD COLUMN copied INTEGER NOT NULL DEFAULT 0;\nPRAGMA user_version = \(version);"
+        }
         guard let toVersion3 = migrationToVersion3(from: old) else { return nil }
         // Versions 3 and 4 kept no clock of the store's: their sessions count as used at the upgrade.
         return """

@@ -55,6 +55,8 @@ public final class SQLiteSessionStore: BackupStorage {
     private let retention: EventRetention
     private let open: Mutex<Open?>
     private let writer: GroupCommit
+    /// Where a copy's pages are pushed to disk, and the copy synced, away from the writer.
+    private let backupWriter = DispatchQueue(label: "navd.store.backup")
     private let counters = Mutex(StorageStatistics())
 
     /// Free pages worth giving back to the file system in one go, after sessions were deleted.
@@ -207,6 +209,11 @@ public final class SQLiteSessionStore: BackupStorage {
                     throw StorageError.cannotOpen("\(path) has schema \(version), which this navd cannot upgrade")
                 }
                 try database.execute(migration)
+            }
+            // A copy's first open: its sessions go on from well past where the store it was
+            // taken of may have gone since.
+            if try database.integer("SELECT copied FROM clock") != 0 {
+                try database.execute(SQLiteSchema.continueFromCopy)
             }
             // Rows an older navd kept for sessions deleted while their last writes were on the way.
             try database.execute("""
@@ -499,11 +506,13 @@ public final class SQLiteSessionStore: BackupStorage {
 
     // MARK: - Backing up
 
-    /// A copy being written: the copy itself, the file it goes to until it is whole, the name
-    /// it then takes, and whom to tell.
+    /// A copy being written: the copy itself, the file it goes to until it is whole (and a
+    /// descriptor of it, to push its pages out as they come), the name it then takes, and whom
+    /// to tell.
     private struct RunningBackup {
         let copy: SQLiteBackup
         let partial: String
+        let file: Int32
         let target: String
         let completion: @Sendable (Result<StoreBackup, StorageError>) -> Void
     }
@@ -511,6 +520,10 @@ public final class SQLiteSessionStore: BackupStorage {
     /// Pages copied per turn of the writer: a few milliseconds, so a commit that waits behind
     /// one waits about as long as behind a busy commit.
     private static let backupStepPages: Int32 = 256
+
+    /// A partial copy untouched for this long was left by a process that died while making it:
+    /// one being made is written every few milliseconds.
+    private static let abandonedAfterSeconds = 600
 
     public func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void) {
         writer.onWriter { [self] in
@@ -520,17 +533,23 @@ public final class SQLiteSessionStore: BackupStorage {
                 if let failure = Self.makeDirectories(directory) {
                     return .unavailable("cannot create the backup directory \(directory): \(failure)")
                 }
+                Self.removeAbandonedCopies(in: directory)
                 let target = Self.unusedBackupPath(in: directory)
                 let partial = target + ".partial"
-                unlink(partial)
+                // Made here, readable by navd alone: SQLite keeps the mode of a file it opens, and
+                // the copy holds every session's state.
+                let file = systemOpen(partial, O_RDWR | O_CREAT | O_EXCL, 0o600)
+                guard file >= 0 else { return .unavailable("\(partial): \(String(cString: strerror(errno)))") }
                 do throws(SQLiteDatabase.Failure) {
                     let destination = try SQLiteDatabase(path: partial)
-                    // Synced once, whole, away from the writer: syncing here would hold commits up.
+                    // Pushed out a piece at a time away from the writer (`continueBackup`), and synced
+                    // whole at the end: a sync here would hold commits up.
                     try destination.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;")
                     open?.backup = RunningBackup(copy: try SQLiteBackup(from: database, to: destination),
-                                                 partial: partial, target: target, completion: completion)
+                                                 partial: partial, file: file, target: target, completion: completion)
                     return nil
                 } catch {
+                    systemClose(file)
                     unlink(partial)
                     return .unavailable("\(partial): \(error)")
                 }
@@ -540,56 +559,67 @@ public final class SQLiteSessionStore: BackupStorage {
         }
     }
 
-    /// Copies one more piece, then queues the next behind the commits that wait; once the copy
-    /// is whole, syncs it and moves it into place away from the writer.
+    /// Copies one more piece; then, away from the writer, waits for the piece to reach the disk
+    /// before the next, so the copy never has more than a piece unwritten: a copy of gigabytes
+    /// synced at the end stalled the store's own syncs for half a second. Once the copy is whole,
+    /// it is marked as a copy, synced and moved into place, away from the writer too.
     private func continueBackup() {
         enum Next {
-            case more
-            case whole(partial: String, target: String, completion: @Sendable (Result<StoreBackup, StorageError>) -> Void)
+            case more(file: Int32)
+            case whole(partial: String, file: Int32, target: String, completion: @Sendable (Result<StoreBackup, StorageError>) -> Void)
+            case failed(partial: String, file: Int32, reason: String, completion: @Sendable (Result<StoreBackup, StorageError>) -> Void)
             case ended
         }
-        var failed: (partial: String, reason: String, completion: @Sendable (Result<StoreBackup, StorageError>) -> Void)?
         let next = open.withLock { open -> Next in
             guard let backup = open?.backup else { return .ended }
             do throws(SQLiteDatabase.Failure) {
-                guard try backup.copy.step(pages: Self.backupStepPages) else { return .more }
+                guard try backup.copy.step(pages: Self.backupStepPages) else { return .more(file: backup.file) }
                 backup.copy.finish()
                 open?.backup = nil
-                return .whole(partial: backup.partial, target: backup.target, completion: backup.completion)
+                return .whole(partial: backup.partial, file: backup.file, target: backup.target, completion: backup.completion)
             } catch {
                 backup.copy.finish()
                 open?.backup = nil
-                failed = (backup.partial, error.description, backup.completion)
-                return .ended
+                return .failed(partial: backup.partial, file: backup.file, reason: error.description, completion: backup.completion)
             }
-        }
-        if let failed {
-            unlink(failed.partial)
-            return failed.completion(.failure(.unavailable("\(failed.partial): \(failed.reason)")))
         }
         switch next {
-        case .more:
-            writer.onWriter { [self] in continueBackup() }
-        case .whole(let partial, let target, let completion):
-            DispatchQueue(label: "navd.store.backup").async {
-                completion(Self.moveIntoPlace(partial, as: target))
+        case .more(let file):
+            backupWriter.async { [self] in
+                dataSync(file)
+                writer.onWriter { [self] in continueBackup() }
             }
+        case .whole(let partial, let file, let target, let completion):
+            backupWriter.async {
+                completion(Self.moveIntoPlace(partial, file: file, as: target))
+            }
+        case .failed(let partial, let file, let reason, let completion):
+            unlink(partial)
+            backupWriter.async { systemClose(file) }
+            completion(.failure(.unavailable("\(partial): \(reason)")))
         case .ended:
             break
         }
     }
 
-    /// Syncs the finished copy, then gives it its name, so a file with that name is always a
-    /// whole copy; the directory's entry is synced too.
-    private static func moveIntoPlace(_ partial: String, as target: String) -> Result<StoreBackup, StorageError> {
-        let file = systemOpen(partial, O_RDONLY)
-        var info = stat()
-        guard file >= 0, fsync(file) == 0, fstat(file, &info) == 0 else {
-            let reason = String(cString: strerror(errno))
-            if file >= 0 { systemClose(file) }
+    /// Marks the finished copy as one (`SQLiteSchema.continueFromCopy`), syncs it, then gives
+    /// it its name, so a file with that name is always a whole copy; the directory's entry is
+    /// synced too. Closes `file`.
+    private static func moveIntoPlace(_ partial: String, file: Int32, as target: String) -> Result<StoreBackup, StorageError> {
+        func failure(_ reason: String) -> Result<StoreBackup, StorageError> {
+            systemClose(file)
             unlink(partial)
             return .failure(.unavailable("\(partial): \(reason)"))
         }
+        do throws(SQLiteDatabase.Failure) {
+            // A file of its own, in rollback mode: no log beside it to lose on the way.
+            let copy = try SQLiteDatabase(path: partial)
+            try copy.execute("PRAGMA journal_mode = DELETE; \(SQLiteSchema.markCopy);")
+        } catch {
+            return failure(error.description)
+        }
+        var info = stat()
+        guard fsync(file) == 0, fstat(file, &info) == 0 else { return failure(String(cString: strerror(errno))) }
         systemClose(file)
         guard rename(partial, target) == 0 else {
             let reason = String(cString: strerror(errno))
@@ -603,6 +633,41 @@ public final class SQLiteSessionStore: BackupStorage {
             systemClose(folder)
         }
         return .success(StoreBackup(path: target, bytes: Int(info.st_size)))
+    }
+
+    public func newestBackup(in directory: String) -> Int? {
+        var newest: Int?
+        Self.eachCopy(in: directory) { name, info in
+            guard name.hasSuffix(".sqlite3") else { return }
+            newest = max(newest ?? 0, modified(info))
+        }
+        return newest
+    }
+
+    /// Removes partial copies (`navd-….sqlite3.partial`) nobody has written for
+    /// `abandonedAfterSeconds`: a process killed while making one leaves it behind.
+    private static func removeAbandonedCopies(in directory: String) {
+        let now = Int(time(nil))
+        eachCopy(in: directory) { name, info in
+            guard name.hasSuffix(".sqlite3.partial"), now - modified(info) > abandonedAfterSeconds else { return }
+            unlink((directory.hasSuffix("/") ? directory : directory + "/") + name)
+        }
+    }
+
+    /// Every regular file in `directory` named as a copy is (`navd-…`), with what `lstat` says of it.
+    private static func eachCopy(in directory: String, _ body: (_ name: String, _ info: stat) -> Void) {
+        guard let folder = opendir(directory) else { return }
+        defer { closedir(folder) }
+        while let entry = readdir(folder) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
+            guard name.hasPrefix("navd-") else { continue }
+            var info = stat()
+            guard lstat((directory.hasSuffix("/") ? directory : directory + "/") + name, &info) == 0,
+                  info.st_mode & S_IFMT == S_IFREG else { continue }
+            body(name, info)
+        }
     }
 
     /// `navd-20261129T094512Z.sqlite3` in `directory`, by UTC time, with `-2`, `-3`… after a
@@ -655,6 +720,8 @@ public final class SQLiteSessionStore: BackupStorage {
         }
         if let abandoned {
             unlink(abandoned.partial)
+            let file = abandoned.file
+            backupWriter.async { systemClose(file) }
             abandoned.completion(.failure(.unavailable("the store closed before the backup was whole")))
         }
         open.withLock { open in
@@ -677,11 +744,11 @@ extension Duration {
 }
 
 /// `open(2)`, which the store's own `open` shadows inside it.
-private func systemOpen(_ path: String, _ flags: Int32) -> Int32 {
+private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
     #if canImport(Glibc)
-    Glibc.open(path, flags)
+    Glibc.open(path, flags, mode)
     #else
-    Darwin.open(path, flags)
+    Darwin.open(path, flags, mode)
     #endif
 }
 
@@ -691,6 +758,24 @@ private func systemClose(_ descriptor: Int32) {
     _ = Glibc.close(descriptor)
     #else
     _ = Darwin.close(descriptor)
+    #endif
+}
+
+/// Waits for what was written to `file` to reach the disk, its data at least.
+private func dataSync(_ file: Int32) {
+    #if canImport(Glibc)
+    _ = fdatasync(file)
+    #else
+    _ = fsync(file)
+    #endif
+}
+
+/// When a file was last written, in seconds since 1970.
+private func modified(_ info: stat) -> Int {
+    #if canImport(Glibc)
+    Int(info.st_mtim.tv_sec)
+    #else
+    Int(info.st_mtimespec.tv_sec)
     #endif
 }
 

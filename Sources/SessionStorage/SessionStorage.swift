@@ -42,6 +42,10 @@ public protocol BackupStorage: SessionStorage {
     /// up for the whole copy; calls `completion` once, on some thread of the store's. One copy
     /// at a time: a second asked for meanwhile fails.
     func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void)
+
+    /// When the newest whole copy in `directory` was written, in seconds since 1970; nil when
+    /// there is none.
+    func newestBackup(in directory: String) -> Int?
 }
 
 /// A copy `BackupStorage.backUp` wrote.

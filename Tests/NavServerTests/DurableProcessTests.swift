@@ -143,6 +143,15 @@ import TestSupport
         #expect(later.status == 200)
         first.process.terminate()
         #expect(await first.wait(timeout: .seconds(5)))
+        // Started again on its directory, navd counts the copy it finds as the last one written.
+        let again = try Running(Self.flags, dataDirectory: directory)
+        try again.waitUntilListening()
+        let found = try await LoopbackClient(port: again.port).request("GET", "/metrics", headers: []).text
+            .split(separator: "\n").first { $0.hasPrefix("navd_store_last_backup_timestamp_seconds ") }
+        let foundStamp = try #require(found.flatMap { Double($0.split(separator: " ")[1]) })
+        #expect(abs(foundStamp - stamp) <= 2, "the file's time, \(foundStamp), against \(stamp) when it was written")
+        again.process.terminate()
+        #expect(await again.wait(timeout: .seconds(5)))
 
         let restored = Self.freshDirectory()
         defer { try? FileManager.default.removeItem(atPath: restored) }
@@ -153,11 +162,31 @@ import TestSupport
         try second.waitUntilListening()
         #expect(second.listening["store_created"] == false)
         let after = try LoopbackClient(port: second.port)
+        // Versions and ids go on from well past where the first navd went after the copy, so
+        // none a client saw from it comes again with another meaning.
+        let gap = 1_000_000_000_000
         for session in sessions {
             let state = try await after.request("GET", "/sessions/\(session.id)", headers: [("Authorization", "Bearer \(session.token)")])
             #expect(state.status == 200)
             #expect(state.json["state"]?["count"]?.intValue == session.count)
+            #expect(state.json["version"]?.intValue == gap + session.count)
         }
+        let next = try await after.request("POST", "/sessions/\(sessions[0].id)/actions", token: sessions[0].token,
+                                           json: #"{"target":"root","action":"incrementButtonTapped"}"#)
+        #expect(next.json["version"]?.intValue == gap + sessions[0].count + 1)
+        #expect(try await after.request("POST", "/sessions/\(sessions[0].id)/actions", token: sessions[0].token,
+                                        json: #"{"target":"root","action":"incrementButtonTapped"}"#,
+                                        headers: [("If-Match", "\"\(sessions[0].count + 1)\"")]).status == 412,
+                "the version the first navd reached after the copy")
+        // A client that saw the first navd's event after the copy resumes from a snapshot.
+        let stream = try LoopbackClient(port: second.port)
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(sessions[0].id)/events", headers: [
+            ("Authorization", "Bearer \(sessions[0].token)"), ("Last-Event-ID", "2"),
+        ]))
+        _ = try await stream.readResponse()
+        let resumed = try await stream.readEvents { _ in true }
+        #expect(resumed.first?.name == "snapshot")
+        #expect(resumed.first?.id == gap + sessions[0].count + 1)
     }
 
     @Test func aDataDirectoryThatIsNotNavdsExitsWithCode2() async throws {

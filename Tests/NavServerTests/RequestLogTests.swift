@@ -181,7 +181,9 @@ import TestSupport
         // Tokens never reach the log.
         let (id, token) = try await server.session("counter")
         _ = try await client.request("GET", "/sessions/\(id)/navigation?token=\(token)&wait=false&x=1", headers: [("X-Request-ID", "query")])
-        #expect(try await log.request("query")["path"] == .string("/sessions/\(id)/navigation?wait=false"))
+        let query = try await log.request("query")
+        #expect(query["path"] == .string("/sessions/\(id)/navigation?wait=false"))
+        #expect(query["query_ignored"] == 2, "the token and x, counted, not shown")
         _ = try await client.get("/sessions/\(id)", token: token)
         try await Task.sleep(for: .milliseconds(300))
         #expect(!log.text.contains(token))

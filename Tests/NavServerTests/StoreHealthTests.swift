@@ -119,3 +119,56 @@ private final class StallingStore: SessionStorage {
         #expect(heard.withLock { $0 } == ["failing", "recovered", "stalled", "recovered", "stalled", "failing", "recovered"])
     }
 }
+
+/// A store whose copies end only when the test says so.
+private final class HeldBackupStore: BackupStorage {
+    let inner: SQLiteSessionStore
+    let held = Mutex<[@Sendable (Result<StoreBackup, StorageError>) -> Void]>([])
+
+    init(_ inner: SQLiteSessionStore) { self.inner = inner }
+
+    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(each) }
+    func close() { inner.close() }
+    func statistics() -> StorageStatistics { inner.statistics() }
+    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
+                completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
+        inner.commit(writes, admissible: admissible, completion: completion)
+    }
+    func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void) {
+        held.withLock { $0.append(completion) }
+    }
+    func newestBackup(in directory: String) -> Int? { 1_700_000_000 }
+}
+
+/// Copies asked for while one is under way are skipped, not failed: counted apart, so an alert
+/// on failures does not fire for a cron job's retry. The newest copy from before the process
+/// counts as the last one written.
+@Suite struct BackupCountTests {
+    @Test func aCopyAskedForWhileOneIsUnderWayIsSkippedAndCountedApart() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-backups-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = HeldBackupStore(try SQLiteSessionStore(directory: directory, retention: .init(count: 16, bytes: 1 << 20)))
+        defer { store.close() }
+        let persistence = SessionPersistence(storage: store)
+        persistence.noteEarlierBackups(in: directory)
+        #expect(persistence.renderMetrics().contains("navd_store_last_backup_timestamp_seconds 1700000000\n"))
+        let outcomes = Mutex<[Bool]>([])
+        let record: @Sendable (Result<StoreBackup, StorageError>) -> Void = { result in
+            outcomes.withLock { $0.append((try? result.get()) != nil) }
+        }
+        #expect(persistence.backUp(into: directory, completion: record) == .started)
+        #expect(persistence.backUp(into: directory, completion: record) == .alreadyUnderWay)
+        #expect(persistence.backUp(into: directory, completion: record) == .alreadyUnderWay)
+        let first = try #require(store.held.withLock { $0.first })
+        first(.success(StoreBackup(path: directory + "/navd-x.sqlite3", bytes: 1)))
+        #expect(persistence.backUp(into: directory, completion: record) == .started, "the next one once it ended")
+        store.held.withLock { $0.last }?(.failure(.unavailable("disk full")))
+        #expect(outcomes.withLock { $0 } == [true, false])
+        let metrics = persistence.renderMetrics()
+        for sample in [#"navd_store_backups_total{result="written"} 1"#, #"navd_store_backups_total{result="failed"} 1"#,
+                       #"navd_store_backups_total{result="skipped"} 2"#] {
+            #expect(metrics.contains(sample + "\n"), "\(sample)")
+        }
+        #expect(!metrics.contains("navd_store_last_backup_timestamp_seconds 1700000000\n"), "the copy just written is newer")
+    }
+}

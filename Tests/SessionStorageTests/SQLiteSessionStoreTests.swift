@@ -97,6 +97,22 @@ import TestSupport
         #expect(try SQLiteDatabase(path: file).integer("PRAGMA user_version") == SQLiteSchema.version)
     }
 
+    /// Version 5 had no mark for a copy: the upgrade adds it, unset, and keeps every session.
+    @Test func aVersionFiveStoreGainsTheCopyMarkAndKeepsItsSessions() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 3, last: 5)), .transaction(id: "a", transaction(version: 4, events: 6...6))])
+        store.close()
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        try SQLiteDatabase(path: file).execute("ALTER TABLE clock DROP COLUMN copied; PRAGMA user_version = 5")
+        store = try open()
+        let a = try #require(try store.loadAll().sessions.first)
+        store.close()
+        #expect(a.snapshot.version == 3 && a.transactions.map(\.version) == [4], "no counter moved: not a copy")
+        #expect(try SQLiteDatabase(path: file).integer("SELECT copied FROM clock") == 0)
+        #expect(try SQLiteDatabase(path: file).integer("PRAGMA user_version") == SQLiteSchema.version)
+    }
+
     @Test func aSnapshotDropsTheTransactionsItCoversAndTrimsEventsToTheBuffer() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try contract.aSnapshotDropsTheTransactionsItCovers()
@@ -504,6 +520,10 @@ import TestSupport
         try fillWithSessions(store)
         let before = 20
         for version in 1...before { try commit(store, [.transaction(id: "s0", transaction(version: version, events: version...version))]) }
+        // s1 has rows kept only for their events, below a snapshot, and rows after it.
+        for version in 1...3 { try commit(store, [.transaction(id: "s1", transaction(version: version, events: version...version))]) }
+        try commit(store, [.snapshot(id: "s1", snapshot(version: 3, last: 3))])
+        try commit(store, [.transaction(id: "s1", transaction(version: 4, events: 4...4))])
 
         let backups = directory + "/backups"
         let written = Mutex<Result<StoreBackup, StorageError>?>(nil)
@@ -525,19 +545,66 @@ import TestSupport
         #expect((attributes[.posixPermissions] as? Int) == 0o700)
         #expect((try FileManager.default.attributesOfItem(atPath: backup.path)[.size] as? Int) == backup.bytes)
 
+        #expect((try FileManager.default.attributesOfItem(atPath: backup.path)[.posixPermissions] as? Int) == 0o600, "the copy holds every state")
+
         let restored = directory + "/restored"
         try FileManager.default.createDirectory(atPath: restored, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: backup.path, toPath: restored + "/navd.sqlite3")
-        let copy = try SQLiteSessionStore(directory: restored, retention: EventRetention(count: 10_000, bytes: 1 << 30))
+        let retention = EventRetention(count: 10_000, bytes: 1 << 30)
+        var copy = try SQLiteSessionStore(directory: restored, retention: retention)
         let loaded = try copy.loadAll()
         copy.close()
         #expect(loaded.failed.isEmpty)
         #expect(loaded.sessions.count == 200)
+        // The store the copy was taken of went on issuing versions and ids: the copy's sessions go
+        // on from well past them, every counter moved alike, so each history is unbroken.
+        let gap = SQLiteSchema.gapAfterCopy
         let s0 = try #require(loaded.sessions.first { $0.record.id == "s0" })
         let kept = s0.transactions.map(\.version)
         #expect(kept.count >= before && kept.count <= version, "\(kept.count) transactions, \(before) acknowledged before the copy")
-        #expect(kept == Array(1...kept.count), "an unbroken run from the first")
-        #expect(s0.events.map(\.sequence) == Array(1...kept.count))
+        #expect(kept == Array((gap + 1)...(gap + kept.count)), "an unbroken run from the first, moved on")
+        #expect(s0.events.map(\.sequence) == Array((gap + 1)...(gap + kept.count)))
+        #expect(s0.transactions.map(\.lastSequence) == kept && s0.transactions.map(\.nextSerial) == kept.map { $0 + 7 })
+        #expect(s0.snapshot.version == gap && s0.snapshot.lastSequence == gap && s0.snapshot.nextSerial == gap + 7)
+        #expect(s0.events.first?.data == Array(#"{"count":1}"#.utf8), "each event's data as it was")
+        // The rows kept only for a client resuming from their events are gone: every id a
+        // client holds is below the session's first now.
+        let s1 = try #require(loaded.sessions.first { $0.record.id == "s1" })
+        #expect(s1.snapshot.version == gap + 3 && s1.transactions.map(\.version) == [gap + 4])
+        #expect(s1.events.map(\.sequence) == [gap + 4])
+        let s2 = try #require(loaded.sessions.first { $0.record.id == "s2" })
+        #expect(s2.snapshot.version == gap && s2.transactions.isEmpty && s2.events.isEmpty)
+        // Once: the copy, opened, is a store like any other.
+        copy = try SQLiteSessionStore(directory: restored, retention: retention)
+        #expect(try copy.loadAll().sessions.first { $0.record.id == "s0" }?.transactions.map(\.version) == kept)
+        copy.close()
+    }
+
+    /// A partial copy that nobody has written for ten minutes was left by a process that died
+    /// making it: the next copy removes it. A fresher one may be another process's, and stays.
+    @Test func aPartialCopyLeftByADeadProcessIsRemovedByTheNextCopy() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        defer { store.close() }
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        let backups = directory + "/backups"
+        try FileManager.default.createDirectory(atPath: backups, withIntermediateDirectories: true)
+        let old = backups + "/navd-20260101T000000Z.sqlite3.partial", fresh = backups + "/navd-20260101T000001Z.sqlite3.partial"
+        let other = backups + "/notes.sqlite3.partial"
+        for path in [old, fresh, other] { #expect(FileManager.default.createFile(atPath: path, contents: Data(count: 4096))) }
+        for path in [old, other] {
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3600)], ofItemAtPath: path)
+        }
+        let written = Mutex<Result<StoreBackup, StorageError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        store.backUp(into: backups) { result in
+            written.withLock { $0 = result }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let backup = try #require(try written.withLock { $0 }?.get())
+        let files = Set(try FileManager.default.contentsOfDirectory(atPath: backups))
+        #expect(files == [(backup.path as NSString).lastPathComponent, (fresh as NSString).lastPathComponent, "notes.sqlite3.partial"])
     }
 
     /// One copy at a time; and a store closed while a copy is under way leaves no partial file,
