@@ -7,7 +7,7 @@ import TestSupport
 
 /// A store whose completions can be held back and released from another thread, and which
 /// can refuse deletions outright.
-final class GatedStore: SessionStorage {
+final class GatedStore: WrappedStore {
     let inner: SQLiteSessionStore
     private let gate = Mutex<(closed: Bool, held: [@Sendable () -> Void])>((false, []))
     /// Held completions are then reported as failures (the store refused the write).
@@ -17,10 +17,6 @@ final class GatedStore: SessionStorage {
     let refusedDeletions = Atomic<Int>(0)
 
     init(_ inner: SQLiteSessionStore) { self.inner = inner }
-
-    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(each) }
-    func close() { inner.close() }
-    func statistics() -> StorageStatistics { inner.statistics() }
 
     func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
                 completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {

@@ -8,7 +8,7 @@ import Testing
 
 /// A store whose first client write comes back fenced (taken over by another node), answered on
 /// the store's writer like any other, so what is asked after it sees it.
-private final class FencedOnceStore: SessionStorage {
+private final class FencedOnceStore: WrappedStore {
     let inner: SQLiteSessionStore
     private let fenced = Atomic<Bool>(false)
     /// Set once the writer has taken the first write into a commit: a write submitted after
@@ -16,10 +16,6 @@ private final class FencedOnceStore: SessionStorage {
     let firstTaken = Atomic<Bool>(false)
 
     init(_ inner: SQLiteSessionStore) { self.inner = inner }
-
-    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(each) }
-    func close() { inner.close() }
-    func statistics() -> StorageStatistics { inner.statistics() }
 
     func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
                 completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
@@ -121,19 +117,12 @@ private final class StallingStore: SessionStorage {
 }
 
 /// A store whose copies end only when the test says so.
-private final class HeldBackupStore: BackupStorage {
+private final class HeldBackupStore: WrappedStore, BackupStorage {
     let inner: SQLiteSessionStore
     let held = Mutex<[@Sendable (Result<StoreBackup, StorageError>) -> Void]>([])
 
     init(_ inner: SQLiteSessionStore) { self.inner = inner }
 
-    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(each) }
-    func close() { inner.close() }
-    func statistics() -> StorageStatistics { inner.statistics() }
-    func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,
-                completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
-        inner.commit(writes, admissible: admissible, completion: completion)
-    }
     func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void) {
         held.withLock { $0.append(completion) }
     }
