@@ -102,8 +102,9 @@ public final class NavigationServer: Sendable {
     /// Writes a copy of the store to `--backup-dir` (SIGUSR1 asks for one), a piece at a time
     /// between commits, and logs what came of it: `backup_written` with the file, which is whole
     /// (an operator may copy it anywhere, and restores it as `navd.sqlite3` in an empty data
-    /// directory), or `backup_failed`. A store without copies of its own says so instead: memory
-    /// keeps nothing, and a PostgreSQL database is backed up with PostgreSQL's tools.
+    /// directory), or `backup_failed`; `backup_skipped` while a copy is under way already. A
+    /// store without copies of its own says so instead (`backup_unsupported`): memory keeps
+    /// nothing, and a PostgreSQL database is backed up with PostgreSQL's tools.
     public func backUp() {
         let log = handler.log
         let started = ContinuousClock.now
