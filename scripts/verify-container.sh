@@ -2,7 +2,8 @@
 # Builds the repo's Dockerfile, unchanged, with podman (no Docker engine needed) and checks
 # the image end to end: runtime libraries, no toolchain or sources, non-root user, health,
 # readiness, metrics, a counter session that fetches a fact from a loopback stub, a clean
-# stop on SIGTERM, and the image size.
+# stop on SIGTERM, the session on a new container on the volume, a backup on SIGUSR1, and the
+# image size.
 #
 #   scripts/verify-container.sh [CONTEXT_DIR]     (CONTEXT_DIR defaults to the repo root)
 #
@@ -434,6 +435,20 @@ if ids != [resume_from] + new_ids or "snapshot" in kinds or "end" in kinds:
 print(f"    ok: the stream resumes after event {resume_from - 1} with exactly {ids}", file=sys.stderr)
 PY
 ok "the session, its tree and its stream survive a new container on the volume"
+
+step "SIGUSR1 writes a copy of the store onto the volume"
+podman kill --signal USR1 "$container" >/dev/null 2>>"$work/podman.log" || die "podman kill --signal USR1 failed"
+line=
+for _ in $(seq 50); do
+    line=$(podman logs "$container" 2>/dev/null | grep '"event":"backup_written"' | tail -1) && break
+    sleep 0.2
+done
+[[ -n $line ]] || die "no backup_written line after SIGUSR1: $(podman logs --tail 5 "$container" 2>&1)"
+copy=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["path"])' "$line")
+[[ $copy == /var/lib/navd/backups/navd-*.sqlite3 ]] || die "the copy is at $copy, not on the volume"
+mode=$(podman exec "$container" stat -c %a "$copy") || die "$copy is not in the container"
+[[ $mode == 600 ]] || die "$copy has mode $mode, not 600"
+ok "SIGUSR1: $copy, mode 600, on the volume"
 podman stop -t 10 "$container" >/dev/null 2>>"$work/podman.log"
 
 step "image size"
