@@ -91,28 +91,43 @@ enum SQLiteSchema {
         );
         """
 
-    /// How far a copy's sessions move their counters on when navd first opens it: more versions,
-    /// event ids and element ids than a session issues between a copy and its restore, so none a
-    /// client saw from the store the copy was taken of comes again with another meaning. Room
-    /// for thousands of restores under the counters' bound (2^53).
+    /// How far past the wall clock's mark (`continueFromCopy`) a copy's sessions move their
+    /// counters when navd first opens it: more versions, event ids and element ids than a
+    /// session issues between a copy and its restore, with room for a clock set back by days.
     static let gapAfterCopy = 1_000_000_000_000
 
-    /// Run once, in the opening transaction, on a copy: every session's version, last event id
-    /// and next element id, in its snapshot, its journal rows and their events, move on by
-    /// `gapAfterCopy`, together, so each session's history is as unbroken as it was. Rows at or
-    /// below the snapshot, kept only for a client resuming from one of their events, go: every id
-    /// a client holds is now below the session's first, and gets a snapshot.
-    static let continueFromCopy = """
-        DELETE FROM journal WHERE version <= (SELECT version FROM sessions WHERE sessions.id = journal.session);
-        UPDATE sessions SET version = version + \(gapAfterCopy), last_sequence = last_sequence + \(gapAfterCopy),
-            next_serial = next_serial + \(gapAfterCopy);
-        UPDATE journal SET version = version + \(gapAfterCopy), last_sequence = last_sequence + \(gapAfterCopy),
-            next_serial = next_serial + \(gapAfterCopy),
-            events = (SELECT json_group_array(json_array((event.value ->> 0) + \(gapAfterCopy), event.value ->> 1, event.value -> 2))
-                      FROM json_each(journal.events) AS event)
-            WHERE json_valid(events);
-        UPDATE clock SET copied = 0;
-        """
+    /// Versions and ids a session may issue a second, at most, as the mark counts them.
+    static let idsPerSecond = 1_000_000
+
+    /// Run once, in the opening transaction, on a copy. The store the copy was taken of went on
+    /// issuing versions and ids, and so may an earlier restore of the same copy: each session's
+    /// version, last event id and next element id move on to the wall clock's mark (seconds
+    /// since 1970 × `idsPerSecond`, which no restore before this one can have reached) plus
+    /// `gapAfterCopy`, or by `gapAfterCopy` when they are past the mark already (a copy of a
+    /// restored copy). A session's snapshot, journal rows and their events move alike, so its
+    /// history is as unbroken as it was; they stay far below the counters' bound (2^53) for
+    /// centuries. Rows at or below the snapshot, kept only for a client resuming from one of
+    /// their events, go: every id a client holds is now below the session's first.
+    static func continueFromCopy(secondsSince1970 now: Int) -> String {
+        let mark = now * idsPerSecond
+        func moved(_ column: String) -> String {
+            "(max(sessions.\(column), \(mark)) + \(gapAfterCopy) - sessions.\(column))"
+        }
+        return """
+            DELETE FROM journal WHERE version <= (SELECT version FROM sessions WHERE sessions.id = journal.session);
+            UPDATE journal SET
+                version = version + (SELECT \(moved("version")) FROM sessions WHERE sessions.id = journal.session),
+                last_sequence = last_sequence + (SELECT \(moved("last_sequence")) FROM sessions WHERE sessions.id = journal.session),
+                next_serial = next_serial + (SELECT \(moved("next_serial")) FROM sessions WHERE sessions.id = journal.session),
+                events = (SELECT json_group_array(json_array((event.value ->> 0) + \(moved("last_sequence")), event.value ->> 1, event.value -> 2))
+                          FROM json_each(journal.events) AS event, sessions WHERE sessions.id = journal.session)
+                WHERE json_valid(events) AND session IN (SELECT id FROM sessions);
+            UPDATE sessions SET version = max(version, \(mark)) + \(gapAfterCopy),
+                last_sequence = max(last_sequence, \(mark)) + \(gapAfterCopy),
+                next_serial = max(next_serial, \(mark)) + \(gapAfterCopy);
+            UPDATE clock SET copied = 0;
+            """
+    }
 
     /// What makes a file a copy: set in the copy alone, once it is whole.
     static let markCopy = "UPDATE clock SET copied = 1"

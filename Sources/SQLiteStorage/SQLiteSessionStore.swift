@@ -213,7 +213,7 @@ public final class SQLiteSessionStore: BackupStorage {
             // A copy's first open: its sessions go on from well past where the store it was
             // taken of may have gone since.
             if try database.integer("SELECT copied FROM clock") != 0 {
-                try database.execute(SQLiteSchema.continueFromCopy)
+                try database.execute(SQLiteSchema.continueFromCopy(secondsSince1970: Int(time(nil))))
             }
             // Rows an older navd kept for sessions deleted while their last writes were on the way.
             try database.execute("""

@@ -556,28 +556,85 @@ import TestSupport
         copy.close()
         #expect(loaded.failed.isEmpty)
         #expect(loaded.sessions.count == 200)
-        // The store the copy was taken of went on issuing versions and ids: the copy's sessions go
-        // on from well past them, every counter moved alike, so each history is unbroken.
+        // The store the copy was taken of went on issuing versions and ids, and so may an earlier
+        // restore of this copy: the copy's sessions go on from past the wall clock's mark, every
+        // counter of a session moved alike, so each history is unbroken.
         let gap = SQLiteSchema.gapAfterCopy
+        let mark = Int(Date().timeIntervalSince1970) * SQLiteSchema.idsPerSecond
         let s0 = try #require(loaded.sessions.first { $0.record.id == "s0" })
+        let base = s0.snapshot.version
+        #expect(abs(base - gap - mark) <= 60 * SQLiteSchema.idsPerSecond, "\(base) against the mark \(mark) + \(gap)")
+        #expect(s0.snapshot.lastSequence == base && s0.snapshot.nextSerial == base, "0, 0 and 7 are all below the mark")
         let kept = s0.transactions.map(\.version)
         #expect(kept.count >= before && kept.count <= version, "\(kept.count) transactions, \(before) acknowledged before the copy")
-        #expect(kept == Array((gap + 1)...(gap + kept.count)), "an unbroken run from the first, moved on")
-        #expect(s0.events.map(\.sequence) == Array((gap + 1)...(gap + kept.count)))
-        #expect(s0.transactions.map(\.lastSequence) == kept && s0.transactions.map(\.nextSerial) == kept.map { $0 + 7 })
-        #expect(s0.snapshot.version == gap && s0.snapshot.lastSequence == gap && s0.snapshot.nextSerial == gap + 7)
+        #expect(kept == Array((base + 1)...(base + kept.count)), "an unbroken run from the first, moved on")
+        #expect(s0.events.map(\.sequence) == kept)
+        #expect(s0.transactions.map(\.lastSequence) == kept && s0.transactions.map(\.nextSerial) == kept)
         #expect(s0.events.first?.data == Array(#"{"count":1}"#.utf8), "each event's data as it was")
         // The rows kept only for a client resuming from their events are gone: every id a
         // client holds is below the session's first now.
         let s1 = try #require(loaded.sessions.first { $0.record.id == "s1" })
-        #expect(s1.snapshot.version == gap + 3 && s1.transactions.map(\.version) == [gap + 4])
-        #expect(s1.events.map(\.sequence) == [gap + 4])
+        #expect(s1.snapshot.version == base && s1.transactions.map(\.version) == [base + 1])
+        #expect(s1.events.map(\.sequence) == [base + 1])
         let s2 = try #require(loaded.sessions.first { $0.record.id == "s2" })
-        #expect(s2.snapshot.version == gap && s2.transactions.isEmpty && s2.events.isEmpty)
+        #expect(s2.snapshot.version == base && s2.transactions.isEmpty && s2.events.isEmpty)
         // Once: the copy, opened, is a store like any other.
         copy = try SQLiteSessionStore(directory: restored, retention: retention)
         #expect(try copy.loadAll().sessions.first { $0.record.id == "s0" }?.transactions.map(\.version) == kept)
         copy.close()
+    }
+
+    /// A copy restored twice goes on, the second time, from past wherever the first restore can
+    /// have got by then (the wall clock's mark moved on); a copy of a restored copy, from past
+    /// its own counters. Neither hands out an id a client may hold with another meaning.
+    @Test func aCopyRestoredTwiceOrCopiedAgainGoesOnPastEveryEarlierRestore() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 5, last: 5))])
+        let first = try backUp(store, into: directory + "/backups")
+        store.close()
+        let mark = SQLiteSchema.gapAfterCopy + Int(Date().timeIntervalSince1970) * SQLiteSchema.idsPerSecond
+        // Opened now, and as if a day had passed: the later restore starts past every id the
+        // earlier one can have issued in that day, a million a second.
+        let now = try restore(first, as: "now")
+        let file = directory + "/later/navd.sqlite3"
+        try FileManager.default.createDirectory(atPath: directory + "/later", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: first, toPath: file)
+        let later = try SQLiteDatabase(path: file)
+        try later.execute("PRAGMA journal_mode = DELETE; UPDATE clock SET copied = 0;")
+        try later.execute(SQLiteSchema.continueFromCopy(secondsSince1970: Int(Date().timeIntervalSince1970) + 86_400))
+        let tomorrow = try #require(try SQLiteSessionStore(directory: directory + "/later", retention: retention).loadAll().sessions.first)
+        #expect(now.snapshot.version >= mark - 60 * SQLiteSchema.idsPerSecond)
+        #expect(tomorrow.snapshot.version - now.snapshot.version >= 86_400 * SQLiteSchema.idsPerSecond - 60 * SQLiteSchema.idsPerSecond)
+        // A copy of the restored store: past its own counters.
+        let restoredStore = try SQLiteSessionStore(directory: directory + "/now", retention: retention)
+        try commit(restoredStore, [.transaction(id: "a", transaction(version: now.snapshot.version + 1, events: (now.snapshot.lastSequence + 1)...(now.snapshot.lastSequence + 1)))])
+        let second = try backUp(restoredStore, into: directory + "/backups")
+        restoredStore.close()
+        let again = try restore(second, as: "again")
+        #expect(again.snapshot.version > now.snapshot.version + 1 && again.snapshot.version >= now.snapshot.version + SQLiteSchema.gapAfterCopy)
+        #expect(again.transactions.isEmpty || again.transactions.first?.version == again.snapshot.version + 1)
+    }
+
+    /// Writes a copy of `store` into `directory` and waits for it; its path.
+    func backUp(_ store: SQLiteSessionStore, into directory: String) throws -> String {
+        let written = Mutex<Result<StoreBackup, StorageError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        store.backUp(into: directory) { result in
+            written.withLock { $0 = result }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + 10) == .success else { throw StorageError.unavailable("the copy took too long") }
+        return try #require(try written.withLock { $0 }?.get()).path
+    }
+
+    /// Opens a copy of `copy` as the store of `directory/name`; its one session as loaded.
+    func restore(_ copy: String, as name: String) throws -> StoredSession {
+        try FileManager.default.createDirectory(atPath: directory + "/" + name, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: copy, toPath: directory + "/" + name + "/navd.sqlite3")
+        let store = try SQLiteSessionStore(directory: directory + "/" + name, retention: retention)
+        defer { store.close() }
+        return try #require(try store.loadAll().sessions.first)
     }
 
     /// A partial copy that nobody has written for ten minutes was left by a process that died
