@@ -260,6 +260,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             "usage: \(program) [options]",
             "       \(program) --check-health   (exit 0 if the server on --host/--port answers /healthz)",
             "       \(program) \(OpenAPICommand.usageLine)   (the API document it serves at /openapi.yaml)",
+            "       \(program) \(RestoreCommand.usageLine)   (put a backup in place as the store of an empty data directory)",
             "",
             "options (flag, environment variable):",
         ]

@@ -10,8 +10,9 @@ import SessionStorage
 import Synchronization
 
 /// A server's whole `main`, for navd and for a host of its own features alike: the flags and
-/// environment parsed (`--help`, `--version`, `--check-health` answered, and `openapi [--output
-/// FILE]` writing the server's API document), the store opened,
+/// environment parsed (`--help`, `--version`, `--check-health` answered, `openapi [--output
+/// FILE]` writing the server's API document, and `restore FILE` putting a backup in place), the
+/// store opened,
 /// the server started, then served until SIGTERM, SIGINT or SIGHUP and shut down gracefully
 /// (`--shutdown-grace`, then a bounded drain), SIGUSR1 meanwhile writing a copy of the store. Exit codes: 0 after a shutdown, 2 for a setting
 /// to fix or a store that cannot be opened, 1 when it cannot listen.
@@ -47,6 +48,9 @@ public enum ServerMain {
             let described = settings
             let server = NavigationServer(configuration: ServerConfiguration()) { features(described, $0) }
             exit(OpenAPICommand.run(program: program, arguments: Array(arguments.dropFirst()), server: server))
+        }
+        if arguments.first == RestoreCommand.name {
+            exit(RestoreCommand.run(program: program, arguments: Array(arguments.dropFirst()), environment: processEnvironment()))
         }
         Termination.holdSignals()
         let configuration: ServerConfiguration

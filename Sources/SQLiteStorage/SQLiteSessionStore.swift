@@ -644,6 +644,63 @@ public final class SQLiteSessionStore: BackupStorage {
         return newest
     }
 
+    /// Puts `copy`, a store file (one `backUp` wrote, most often), in place as the store of
+    /// `directory`, made if absent, and returns its path. Refuses a directory that holds a store,
+    /// or what is left of one: a log (`-wal`) beside the copy would be read into it at the next
+    /// start, giving neither the copy nor the store it replaced. Refuses a file that is not a
+    /// navd store, or is one of a newer navd. The store is moved into place whole, so a start
+    /// finds it or nothing; the copy's ids move on at that start (`SQLiteSchema.continueFromCopy`).
+    public static func restore(_ copy: String, into directory: String) throws(StorageError) -> String {
+        if let failure = makeDirectories(directory) {
+            throw .cannotOpen("cannot create the data directory \(directory): \(failure)")
+        }
+        let path = directory.hasSuffix("/") ? directory + "navd.sqlite3" : directory + "/navd.sqlite3"
+        let folder = systemOpen(directory, O_RDONLY)
+        defer { if folder >= 0 { systemClose(folder) } }
+        // Held while the store goes into place: a navd starting on the directory meanwhile waits.
+        if folder >= 0 { _ = flock(folder, LOCK_EX) }
+        var info = stat()
+        for existing in [path, path + "-wal", path + "-journal"] where lstat(existing, &info) == 0 {
+            throw .cannotOpen("\(directory) holds a store already (\(existing)): restore into an empty directory, or move what is there aside")
+        }
+        do {
+            let source = try SQLiteDatabase(path: copy, readOnly: true)
+            let application = try source.integer("PRAGMA application_id")
+            let version = try source.integer("PRAGMA user_version")
+            guard application == SQLiteSchema.applicationID else { throw StorageError.cannotOpen("\(copy) is not a navd session store") }
+            guard version <= SQLiteSchema.version else {
+                throw StorageError.cannotOpen("\(copy) was written by a newer navd (schema \(version); this navd reads \(SQLiteSchema.version))")
+            }
+            let fresh = path + ".new"
+            for leftover in [fresh, fresh + "-wal", fresh + "-journal"] { unlink(leftover) }
+            let file = systemOpen(fresh, O_RDWR | O_CREAT | O_EXCL, 0o600)
+            guard file >= 0 else { throw StorageError.cannotOpen("\(fresh): \(String(cString: strerror(errno)))") }
+            defer { systemClose(file) }
+            do {
+                let destination = try SQLiteDatabase(path: fresh)
+                let copying = try SQLiteBackup(from: source, to: destination)
+                while try !copying.step(pages: 4096) {}
+                copying.finish()
+            }  // Closed here: the destination is synced as it closes its transaction.
+            guard fsync(file) == 0, rename(fresh, path) == 0 else {
+                let reason = String(cString: strerror(errno))
+                unlink(fresh)
+                throw StorageError.cannotOpen("\(path): \(reason)")
+            }
+            if folder >= 0 { fsync(folder) }
+            return path
+        } catch let failure as SQLiteDatabase.Failure {
+            unlink(path + ".new")
+            throw .cannotOpen("\(copy): \(failure)")
+        } catch let error as StorageError {
+            unlink(path + ".new")
+            throw error
+        } catch {
+            unlink(path + ".new")
+            throw .cannotOpen("\(copy): \(error)")
+        }
+    }
+
     /// Removes partial copies (`navd-….sqlite3.partial`) nobody has written for
     /// `abandonedAfterSeconds`: a process killed while making one leaves it behind.
     private static func removeAbandonedCopies(in directory: String) {

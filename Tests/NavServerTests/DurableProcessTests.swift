@@ -153,10 +153,15 @@ import TestSupport
         again.process.terminate()
         #expect(await again.wait(timeout: .seconds(5)))
 
+        // `navd restore` refuses a directory that holds a store, and puts the copy in place in an
+        // empty one.
+        let refused = try Self.runNavd(["restore", path, "--data-dir", directory])
+        #expect(refused.status == 2 && refused.errors.contains("holds a store already"), "\(refused)")
         let restored = Self.freshDirectory()
         defer { try? FileManager.default.removeItem(atPath: restored) }
-        try FileManager.default.createDirectory(atPath: restored, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: path, toPath: restored + "/navd.sqlite3")
+        let restore = try Self.runNavd(["restore", path], environment: ["NAVD_DATA_DIR": restored])
+        #expect(restore.status == 0, "\(restore)")
+        #expect(restore.output.contains("restored \(path) as \(restored)/navd.sqlite3"), "\(restore.output)")
         let second = try Running(Self.flags, dataDirectory: restored)
         defer { second.process.terminate() }
         try second.waitUntilListening()
@@ -275,6 +280,21 @@ import TestSupport
             throw LoopbackClient.Failure(description: "create: \(created.status) \(created.text)")
         }
         return (id, token)
+    }
+
+    /// Runs the navd binary with `arguments` to its end: its exit status and what it wrote.
+    static func runNavd(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String, errors: String) {
+        guard let navd = ProcessTests.navd else { throw LoopbackClient.Failure(description: "navd binary not built") }
+        let process = Process(), output = Pipe(), errors = Pipe()
+        process.executableURL = navd
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let written = output.fileHandleForReading.readDataToEndOfFile(), said = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: written, as: UTF8.self), String(decoding: said, as: UTF8.self))
     }
 
     static func run(_ executable: String, _ arguments: String...) throws {

@@ -616,6 +616,44 @@ import TestSupport
         #expect(again.transactions.isEmpty || again.transactions.first?.version == again.snapshot.version + 1)
     }
 
+    /// `restore` puts a copy in place as the store of an empty directory; it refuses one that
+    /// holds a store, or only its log (which would be read into the copy), and a file that is
+    /// not a navd store, leaving everything as it was.
+    @Test func aCopyIsRestoredIntoAnEmptyDirectoryOnly() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 5, last: 5))])
+        let copy = try backUp(store, into: directory + "/backups")
+        store.close()
+
+        let fresh = directory + "/fresh/data"
+        let path = try SQLiteSessionStore.restore(copy, into: fresh)
+        #expect(path == fresh + "/navd.sqlite3")
+        #expect((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: fresh) == ["navd.sqlite3"])
+        let restored = try SQLiteSessionStore(directory: fresh, retention: retention)
+        let a = try #require(try restored.loadAll().sessions.first)
+        restored.close()
+        #expect(a.record.id == "a" && a.snapshot.version > SQLiteSchema.gapAfterCopy, "a copy: its ids moved on")
+
+        // The store the copy came from is still there: refused, and untouched.
+        let before = try Data(contentsOf: URL(fileURLWithPath: directory + "/navd.sqlite3"))
+        #expect { try SQLiteSessionStore.restore(copy, into: directory) } throws: { "\($0)".contains("holds a store already") }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/navd.sqlite3")) == before)
+        // Only a log left of a store: refused too.
+        let logOnly = directory + "/log-only"
+        try FileManager.default.createDirectory(atPath: logOnly, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: logOnly + "/navd.sqlite3-wal", contents: Data(count: 4096)))
+        #expect { try SQLiteSessionStore.restore(copy, into: logOnly) } throws: { "\($0)".contains("navd.sqlite3-wal") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: logOnly) == ["navd.sqlite3-wal"])
+        // Not a navd store, or no file at all.
+        let stranger = directory + "/stranger.sqlite3"
+        try SQLiteDatabase(path: stranger).execute("CREATE TABLE t (x)")
+        #expect { try SQLiteSessionStore.restore(stranger, into: directory + "/other") } throws: { "\($0)".contains("is not a navd session store") }
+        #expect { try SQLiteSessionStore.restore(directory + "/missing.sqlite3", into: directory + "/other") } throws: { _ in true }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/other") == [])
+    }
+
     /// Writes a copy of `store` into `directory` and waits for it; its path.
     func backUp(_ store: SQLiteSessionStore, into directory: String) throws -> String {
         let written = Mutex<Result<StoreBackup, StorageError>?>(nil)
