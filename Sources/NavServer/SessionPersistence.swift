@@ -17,6 +17,8 @@ final class SessionPersistence: Sendable {
     let storage: (any SessionStorage)?
     /// The same store, when several nodes share it.
     let shared: (any SharedSessionStorage)?
+    /// The same store, when it makes copies of itself (`backUp`).
+    private let backups: (any BackupStorage)?
     /// The store's health as last reported, and who hears of its changes; `reported` mirrors
     /// it outside the lock, so readiness and a commit that works cost one load.
     private let health = Mutex<(reported: ReportedHealth, report: (@Sendable (HealthChange) -> Void)?)>((.healthy, nil))
@@ -41,6 +43,7 @@ final class SessionPersistence: Sendable {
     init(storage: (any SessionStorage)?) {
         self.storage = storage
         self.shared = storage as? any SharedSessionStorage
+        self.backups = storage as? any BackupStorage
     }
 
     var isDurable: Bool { storage != nil }
@@ -437,12 +440,12 @@ final class SessionPersistence: Sendable {
     /// Writes a copy of the store (`BackupStorage.backUp`), counted for `/metrics` so that an
     /// alert can say when none was made for too long.
     func backUp(into directory: String, completion: @escaping @Sendable (Result<StoreBackup, StorageError>) -> Void) -> BackupRequest {
-        guard let storage = storage as? any BackupStorage else { return .unsupported }
+        guard let backups else { return .unsupported }
         guard backupUnderWay.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
             backupsSkipped.add(1, ordering: .relaxed)
             return .alreadyUnderWay
         }
-        storage.backUp(into: directory) { [self] result in
+        backups.backUp(into: directory) { [self] result in
             switch result {
             case .success:
                 backupsWritten.add(1, ordering: .relaxed)
@@ -459,7 +462,7 @@ final class SessionPersistence: Sendable {
     /// Counts the newest copy in `directory` from before this process as the last one written,
     /// so a restart does not read as a long time without one.
     func noteEarlierBackups(in directory: String) {
-        guard let storage = storage as? any BackupStorage, let seconds = storage.newestBackup(in: directory) else { return }
+        guard let seconds = backups?.newestBackup(in: directory) else { return }
         lastBackup.store(seconds, ordering: .relaxed)
     }
 
@@ -489,7 +492,7 @@ final class SessionPersistence: Sendable {
         out.histogram("navd_store_batch_writes", bounds: statistics.batchBounds, cumulativeCounts: statistics.batchCounts,
                       sum: Double(statistics.writes), count: statistics.commits)
         single("navd_store_bytes", "Bytes the session store takes on disk (database and log).", statistics.bytesOnDisk)
-        if storage is any BackupStorage {
+        if backups != nil {
             out.family("navd_store_backups_total", "counter", "Copies of the store asked for (SIGUSR1), by what came of them.")
             out.sample("navd_store_backups_total", labels: #"result="written""#, backupsWritten.load(ordering: .relaxed))
             out.sample("navd_store_backups_total", labels: #"result="failed""#, backupsFailed.load(ordering: .relaxed))

@@ -62,6 +62,11 @@ public final class SQLiteSessionStore: BackupStorage {
     /// Free pages worth giving back to the file system in one go, after sessions were deleted.
     private static let vacuumThreshold = 1024
 
+    /// `name` in `directory`, however the directory was written (`/srv/navd` or `/srv/navd/`).
+    private static func entry(_ name: String, in directory: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+
     /// `mkdir -p` with mode 0700 for what it creates: `nil`, or what the system said about
     /// which part ("/srv/navd: Permission denied").
     private static func makeDirectories(_ directory: String) -> String? {
@@ -87,7 +92,7 @@ public final class SQLiteSessionStore: BackupStorage {
         if let failure = Self.makeDirectories(directory) {
             throw .cannotOpen("cannot create the data directory \(directory): \(failure)")
         }
-        path = directory.hasSuffix("/") ? directory + "navd.sqlite3" : directory + "/navd.sqlite3"
+        path = Self.entry("navd.sqlite3", in: directory)
         self.retention = retention
         // Held until the store is open and locked: two navd starting on one new directory at once
         // would otherwise each unlink the other's half-made store, and two on one store could
@@ -146,8 +151,7 @@ public final class SQLiteSessionStore: BackupStorage {
         if stat(path + "-wal", &info) == 0 && info.st_size > 0 {
             throw StorageError.cannotOpen("\(path)-wal is there without \(path), so the store is incomplete: restore the file with its log, or remove the log to start with no sessions")
         }
-        let fresh = path + ".new"
-        for leftover in [fresh, fresh + "-wal", fresh + "-shm", fresh + "-journal"] { unlink(leftover) }
+        let fresh = newStore(for: path)
         do {
             let database = try SQLiteDatabase(path: fresh)
             try prepare(database, path: fresh)
@@ -158,6 +162,27 @@ public final class SQLiteSessionStore: BackupStorage {
         // The directory's entry too: after a crash now there is the store, not nothing.
         if folder >= 0 { fsync(folder) }
         return true
+    }
+
+    /// Why this navd cannot serve the store at `path`, whose `application_id` and `user_version`
+    /// are these: not navd's, a newer navd's, or of a schema it cannot upgrade; nil when it can.
+    private static func unreadable(_ path: String, application: Int, version: Int) -> StorageError? {
+        if application != SQLiteSchema.applicationID { return .cannotOpen("\(path) is not a navd session store") }
+        if version > SQLiteSchema.version {
+            return .cannotOpen("\(path) was written by a newer navd (schema \(version); this navd reads \(SQLiteSchema.version))")
+        }
+        if version < SQLiteSchema.version, SQLiteSchema.migrations(from: version) == nil {
+            return .cannotOpen("\(path) has schema \(version), which this navd cannot upgrade")
+        }
+        return nil
+    }
+
+    /// A store is made under `path` + `.new` and moved into place whole: that name, with
+    /// whatever a half-made store left beside it removed.
+    private static func newStore(for path: String) -> String {
+        let fresh = path + ".new"
+        for leftover in [fresh, fresh + "-wal", fresh + "-shm", fresh + "-journal"] { unlink(leftover) }
+        return fresh
     }
 
     /// The mark that a process has the store open: cleared `closed`.
@@ -200,14 +225,9 @@ public final class SQLiteSessionStore: BackupStorage {
             let tables = try database.integer("SELECT count(*) FROM sqlite_schema")
             if application == 0 && version == 0 && tables == 0 {
                 try database.execute(SQLiteSchema.create)
-            } else if application != SQLiteSchema.applicationID {
-                throw StorageError.cannotOpen("\(path) is not a navd session store")
-            } else if version > SQLiteSchema.version {
-                throw StorageError.cannotOpen("\(path) was written by a newer navd (schema \(version); this navd reads \(SQLiteSchema.version))")
-            } else if version < SQLiteSchema.version {
-                guard let migration = SQLiteSchema.migrations(from: version) else {
-                    throw StorageError.cannotOpen("\(path) has schema \(version), which this navd cannot upgrade")
-                }
+            } else if let refusal = unreadable(path, application: application, version: version) {
+                throw refusal
+            } else if version < SQLiteSchema.version, let migration = SQLiteSchema.migrations(from: version) {
                 try database.execute(migration)
             }
             // A copy's first open: its sessions go on from well past where the store it was
@@ -654,7 +674,7 @@ public final class SQLiteSessionStore: BackupStorage {
         if let failure = makeDirectories(directory) {
             throw .cannotOpen("cannot create the data directory \(directory): \(failure)")
         }
-        let path = directory.hasSuffix("/") ? directory + "navd.sqlite3" : directory + "/navd.sqlite3"
+        let path = entry("navd.sqlite3", in: directory)
         let folder = systemOpen(directory, O_RDONLY)
         defer { if folder >= 0 { systemClose(folder) } }
         // Held while the store goes into place: a navd starting on the directory meanwhile waits.
@@ -665,14 +685,11 @@ public final class SQLiteSessionStore: BackupStorage {
         }
         do {
             let source = try SQLiteDatabase(path: copy, readOnly: true)
-            let application = try source.integer("PRAGMA application_id")
-            let version = try source.integer("PRAGMA user_version")
-            guard application == SQLiteSchema.applicationID else { throw StorageError.cannotOpen("\(copy) is not a navd session store") }
-            guard version <= SQLiteSchema.version else {
-                throw StorageError.cannotOpen("\(copy) was written by a newer navd (schema \(version); this navd reads \(SQLiteSchema.version))")
+            if let refusal = unreadable(copy, application: try source.integer("PRAGMA application_id"),
+                                        version: try source.integer("PRAGMA user_version")) {
+                throw refusal
             }
-            let fresh = path + ".new"
-            for leftover in [fresh, fresh + "-wal", fresh + "-journal"] { unlink(leftover) }
+            let fresh = newStore(for: path)
             let file = systemOpen(fresh, O_RDWR | O_CREAT | O_EXCL, 0o600)
             guard file >= 0 else { throw StorageError.cannotOpen("\(fresh): \(String(cString: strerror(errno)))") }
             defer { systemClose(file) }
@@ -707,7 +724,7 @@ public final class SQLiteSessionStore: BackupStorage {
         let now = Int(time(nil))
         eachCopy(in: directory) { name, info in
             guard name.hasSuffix(".sqlite3.partial"), now - modified(info) > abandonedAfterSeconds else { return }
-            unlink((directory.hasSuffix("/") ? directory : directory + "/") + name)
+            unlink(entry(name, in: directory))
         }
     }
 
@@ -721,7 +738,7 @@ public final class SQLiteSessionStore: BackupStorage {
             }
             guard name.hasPrefix("navd-") else { continue }
             var info = stat()
-            guard lstat((directory.hasSuffix("/") ? directory : directory + "/") + name, &info) == 0,
+            guard lstat(Self.entry(name, in: directory), &info) == 0,
                   info.st_mode & S_IFMT == S_IFREG else { continue }
             body(name, info)
         }
@@ -739,7 +756,7 @@ public final class SQLiteSessionStore: BackupStorage {
         }
         let date = padded(parts.tm_year + 1900, 4) + padded(parts.tm_mon + 1, 2) + padded(parts.tm_mday, 2)
         let stamp = date + "T" + padded(parts.tm_hour, 2) + padded(parts.tm_min, 2) + padded(parts.tm_sec, 2) + "Z"
-        let base = (directory.hasSuffix("/") ? directory : directory + "/") + "navd-" + stamp
+        let base = entry("navd-" + stamp, in: directory)
         var candidate = base + ".sqlite3"
         var info = stat()
         var suffix = 2
