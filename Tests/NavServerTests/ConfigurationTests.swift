@@ -24,4 +24,15 @@ import Testing
             try ServerConfiguration.parse(arguments: ["--port", ""], environment: [:])
         }
     }
+
+    /// Where SIGUSR1's copies go: the flag, else the variable, else (nil) `backups` in the data
+    /// directory; an empty flag is refused.
+    @Test func theBackupDirectoryComesFromItsFlagOrVariable() throws {
+        #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).backupDirectory == nil)
+        #expect(try ServerConfiguration.parse(arguments: [], environment: ["NAVD_BACKUP_DIR": "/b"]).backupDirectory == "/b")
+        #expect(try ServerConfiguration.parse(arguments: ["--backup-dir", "/c"], environment: ["NAVD_BACKUP_DIR": "/b"]).backupDirectory == "/c")
+        #expect(throws: ServerConfiguration.Invalid.self) {
+            try ServerConfiguration.parse(arguments: ["--backup-dir", ""], environment: [:])
+        }
+    }
 }

@@ -155,6 +155,10 @@ import TestSupport
 
         // `navd restore` refuses a directory that holds a store, and puts the copy in place in an
         // empty one.
+        for arguments in [["restore"], ["restore", path, "--bogus"], ["restore", path, path], ["restore", path, "--data-dir"]] {
+            let usage = try Self.runNavd(arguments)
+            #expect(usage.status == 2 && usage.errors.contains("usage:"), "\(arguments): \(usage)")
+        }
         let refused = try Self.runNavd(["restore", path, "--data-dir", directory])
         #expect(refused.status == 2 && refused.errors.contains("holds a store already"), "\(refused)")
         let restored = Self.freshDirectory()
