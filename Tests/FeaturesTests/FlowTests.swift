@@ -272,15 +272,27 @@ import TestSupport
     /// A deep link sets state and starts no work (rule 7): settled as navd settles it, a loading
     /// flag it raises goes down as a cancelled fetch leaves it, and an alert it shows with a
     /// deadline gets its timer, as after a restart; an alert without one is the user's to dismiss.
+    /// It lands settled, in one batch: one version, and no flag shown raised on the way.
     @Test func aDeepLinkSettlesWhatItSaysIsUnderWay() async throws {
         var counter = try await Harness("counter")
         let replaced = try await counter.session.replaceState(json(#"{"count":3,"factIsLoading":true}"#))
         let linked = replaced.followed(by: try await counter.session.settleEffects())
-        #expect(linked.version == 2, "the replacement, then the settling, each a batch")
-        #expect(linked.events.first?.data == json(#"{"feature":"root","changes":{"count":3,"factIsLoading":true}}"#))
-        #expect(linked.events.last?.data == json(#"{"feature":"root","changes":{"factIsLoading":false}}"#))
+        #expect(linked.version == 1, "the replacement and its settling are one batch")
+        #expect(linked.events.map(\.data) == [json(#"{"feature":"root","changes":{"count":3}}"#)])
         #expect(await counter.state()["factIsLoading"] == false)
+        let nothing = try await counter.session.replaceState(json(#"{"count":3,"factIsLoading":true}"#))
+        #expect(nothing.version == 1 && nothing.events.isEmpty, "settled, it changes nothing: no batch at all")
         try await counter.sync()
+
+        // Features the link brings on screen settle in the same batch as those already there.
+        var app = try await Harness("app", state: json(#"{"path":[{"counter":{}}]}"#))
+        let linkedFrom = await app.session.describe().version
+        let pushed = try await app.session.replaceState(json(#"{"path":[{"counter":{"factIsLoading":true}},{"counter":{"factIsLoading":true,"count":5}}]}"#))
+            .followed(by: try await app.session.settleEffects())
+        #expect(pushed.version == linkedFrom + 1)
+        #expect(pushed.events.map(\.kind) == [.push], "\(pushed.events.map(\.data))")
+        #expect(pushed.events.first?.data["state"] == json(#"{"count":5,"factIsLoading":false}"#))
+        try await app.sync()
 
         let now = Mutex(1_000.0)
         var gallery = try await Harness("gallery", dependencies: FeatureDependencies(

@@ -374,6 +374,11 @@ public actor NavigationSession {
 
     /// A deep link into the running session: replaces the root's state; only the difference is
     /// emitted (rule 7). Models already on screen are updated in place.
+    ///
+    /// A deep link starts no work, so what its state says is under way settles (`settleEffects`),
+    /// within this one transaction: one version, and no flag raised in one batch and lowered in
+    /// the next. Not while an effect of the session runs: a raised flag may then be its work.
+    /// What settling continues (a timer with the time it had left) is for `settleEffects` to start.
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
         // A state replaced whole can grow by more than it carries (what it leaves out comes back
         // as defaults): it is always measured, as if it could fill the bound.
@@ -382,12 +387,20 @@ public actor NavigationSession {
             let root = reconciler.root.feature
             do throws(StateError) {
                 try root.validateState(state)
-                try root.replaceState(with: state)
+                try root.replaceState(with: unfinishedEffects.isEmpty ? settled(state) : state)
             } catch {
                 throw .invalidState(error)
             }
             return nil
         }
+    }
+
+    /// `state` as settling leaves it, worked out on models of its own: the session's stay as they
+    /// are until the transaction changes them. The effects settling returns are not started.
+    private func settled(_ state: JSON) throws(StateError) -> JSON {
+        let root = try rebuild(state)
+        for feature in Reconciler(root: root, tracker: ChangeTracker()).features { _ = feature.settle() }
+        return root.encodeState() ?? state
     }
 
     /// Waits (at most `timeout`) for the effects a request started, then returns every event
