@@ -64,6 +64,18 @@ public struct HTTPRequest: Sendable {
         return Substring(target.utf8[start..<target.utf8.index(start, offsetBy: range.count)])
     }
 
+    /// The host (and port) the request is for: an absolute-form target's authority, which wins
+    /// over the Host field (RFC 9112 3.2.2), else the Host field; nil when it names none (an
+    /// HTTP/1.0 request without Host).
+    public var authority: Substring? {
+        var target = target
+        if let range = target.withUTF8({ RequestTarget.absoluteFormAuthority(UnsafeRawBufferPointer($0)) }) {
+            let start = target.utf8.index(target.utf8.startIndex, offsetBy: range.lowerBound)
+            return Substring(target.utf8[start..<target.utf8.index(start, offsetBy: range.count)])
+        }
+        return headers.values("Host").first.map { $0[...] }
+    }
+
     /// Percent-decodes one segment of `encodedPath`; nil on a broken escape or invalid UTF-8.
     public static func decodePathSegment(_ segment: UnsafeBufferPointer<UInt8>) -> String? {
         RequestTarget.decodeComponent(UnsafeRawBufferPointer(segment), plusIsSpace: false)

@@ -31,6 +31,7 @@ enum HTTPStatusReason {
         case 415: "Unsupported Media Type"
         case 416: "Range Not Satisfiable"
         case 417: "Expectation Failed"
+        case 421: "Misdirected Request"
         case 422: "Unprocessable Content"
         case 425: "Too Early"
         case 426: "Upgrade Required"

@@ -7,8 +7,8 @@ enum RequestTarget {
         if first == ASCII.asterisk { return target.count == 1 ? 0..<1 : nil }
         var pathStart = 0
         if first != ASCII.slash {
-            guard let start = absoluteFormPathStart(target) else { return nil }
-            pathStart = start
+            guard let authority = absoluteFormAuthority(target) else { return nil }
+            pathStart = authority.upperBound
         }
         var queryStart = target.count
         for index in pathStart..<target.count where target[index] == ASCII.question {
@@ -35,10 +35,11 @@ enum RequestTarget {
         return (path, query)
     }
 
-    /// For "http://host:port/path", the index of "/path" (or the end if there is no path). Only
-    /// `http` and `https` (in any case): a target of another scheme (`ftp://…`) names no resource
-    /// of this server, and serving it by its path would answer for a URL it does not own.
-    private static func absoluteFormPathStart(_ target: UnsafeRawBufferPointer) -> Int? {
+    /// For "http://host:port/path", where "host:port" is: the path starts at its end (or the
+    /// target ends there). Only `http` and `https` (in any case): a target of another scheme
+    /// (`ftp://…`) names no resource of this server, and serving it by its path would answer for
+    /// a URL it does not own. Nil for any other target.
+    static func absoluteFormAuthority(_ target: UnsafeRawBufferPointer) -> Range<Int>? {
         var index = 0
         for letter in "http".utf8 {
             guard index < target.count, ASCII.lowercased(target[index]) == letter else { return nil }
@@ -49,10 +50,11 @@ enum RequestTarget {
             return nil
         }
         index += 3
+        let start = index
         while index < target.count, target[index] != ASCII.slash, target[index] != ASCII.question {
             index += 1
         }
-        return index
+        return start..<index
     }
 
     private static func decodeQuery(_ bytes: UnsafeRawBufferPointer) -> [(name: String, value: String)]? {

@@ -19,6 +19,8 @@ final class APIHandler: HTTPHandler {
     /// The files served as they are, `/openapi.yaml` describing this server's own features.
     let assets: [String: WebAsset]
     let claims = SessionClaims()
+    /// Which host names requests may be for.
+    let hosts: HostPolicy
 
     init(catalog: FeatureCatalog, store: SessionStore, metrics: Metrics, log: RequestLog,
          configuration: ServerConfiguration, lifecycle: Lifecycle, persistence: SessionPersistence) {
@@ -29,6 +31,7 @@ final class APIHandler: HTTPHandler {
         self.log = log
         self.configuration = configuration
         self.lifecycle = lifecycle
+        self.hosts = configuration.hostPolicy
         var assets = WebAsset.all
         if let template = assets["/openapi.yaml"] {
             assets[template.path] = WebAsset(path: template.path, contentType: template.contentType,
@@ -41,6 +44,9 @@ final class APIHandler: HTTPHandler {
         let started = ContinuousClock.now
         let matched = Route.match(request.encodedPath)
         let answer = Answer(request: request, responder: responder, route: matched?.route, started: started, handler: self)
+        if let refusal = misdirected(request, route: matched?.route) {
+            return answer.fail(refusal)
+        }
         guard let (route, parameters) = matched else {
             return answer.fail(Self.notFound(request))
         }
@@ -65,6 +71,7 @@ final class APIHandler: HTTPHandler {
         let matched = Route.match(request.encodedPath)
         let refusal: APIError?
         do throws(APIError) {
+            if let refusal = misdirected(request, route: matched?.route) { throw refusal }
             guard let (route, parameters) = matched else { throw Self.notFound(request) }
             try checkMethod(route, request)
             try Self.refuseRepeatedParameters(request)
@@ -78,6 +85,14 @@ final class APIHandler: HTTPHandler {
         guard let refusal else { return nil }
         let exchange = Exchange(request: request, peer: peer, route: matched?.route, started: .now, handler: self)
         return exchange.finish(refusal.response, timed: false)
+    }
+
+    /// A request for a host name this server was not told it serves (`HostPolicy`), unless it
+    /// only asks whether navd is alive or ready: probes ask by whatever name they were given.
+    private func misdirected(_ request: HTTPRequest, route: Route?) -> APIError? {
+        guard route != .healthz, route != .readyz, !hosts.allows(request.authority) else { return nil }
+        return APIError(421, "misdirected_request",
+                        "this server does not answer for the host \"\(request.authority ?? "")\"; name it in --allowed-hosts if it should (a guard against DNS rebinding)")
     }
 
     private static func notFound(_ request: HTTPRequest) -> APIError {

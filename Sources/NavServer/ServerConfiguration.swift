@@ -19,6 +19,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var idleSessionTTL: Duration? = .seconds(3600)
     /// Browser pages allowed to call (`--cors-origin`, `--cors-headers`).
     public var cors = CORSPolicy()
+    /// Which host names requests may be for (`--allowed-hosts`); nil for the standard policy of
+    /// `host`, the address listened on.
+    public var allowedHosts: HostPolicy?
+    /// The host names requests may be for, as configured or by default.
+    public var hostPolicy: HostPolicy { allowedHosts ?? .standard(listeningOn: host) }
     /// How often an idle event stream gets a comment line, so proxies keep it open.
     public var heartbeatInterval: Duration = .seconds(15)
     /// How long `?wait=true` waits for effects by default.
@@ -113,6 +118,11 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--idle-session-ttl", environment: "NAVD_IDLE_SESSION_TTL", value: "SECONDS", help: "end sessions idle this long, 0 = never (default 3600)") { config, value throws(Invalid) in
             let seconds = try integer(value, "--idle-session-ttl", in: 0...31_536_000)
             config.idleSessionTTL = seconds == 0 ? nil : .seconds(seconds)
+        },
+        Option(flag: "--allowed-hosts", environment: "NAVD_ALLOWED_HOSTS", value: "NAMES", help: "host names requests may be for, comma-separated (.example.com: the names under it), or *; addresses always pass (default: localhost on a loopback address, else *)") { config, value throws(Invalid) in
+            do { config.allowedHosts = try HostPolicy.parse(value) } catch {
+                throw Invalid(description: "--allowed-hosts: \(error)")
+            }
         },
         Option(flag: "--cors-origin", environment: "NAVD_CORS_ORIGIN", value: "ORIGINS", help: "allow browser pages from these comma-separated origins, or * (default: no CORS)") { config, value throws(Invalid) in
             do { config.cors.origins = try CORSPolicy.parseOrigins(value) } catch {

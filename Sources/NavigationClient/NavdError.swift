@@ -13,6 +13,8 @@ public enum NavdErrorCode: Sendable, Hashable {
     case notPresented, notOnScreen
     /// `If-Match` named another version (412).
     case versionMismatch
+    /// The request named a host the server does not answer for (421, `--allowed-hosts`).
+    case misdirectedRequest
     /// A request past a size limit, or a body that is not JSON (413, 414, 415, 431).
     case payloadTooLarge, uriTooLong, unsupportedMediaType, headersTooLarge
     /// Well-formed JSON the feature does not have: a field, feature, action, binding or button (422).
@@ -31,7 +33,7 @@ public enum NavdErrorCode: Sendable, Hashable {
         "bad_if_match": .badIfMatch, "bad_query": .badQuery, "unauthorized": .unauthorized,
         "session_not_found": .sessionNotFound, "not_found": .notFound, "method_not_allowed": .methodNotAllowed,
         "request_timeout": .requestTimeout, "not_presented": .notPresented, "not_on_screen": .notOnScreen,
-        "version_mismatch": .versionMismatch, "payload_too_large": .payloadTooLarge, "uri_too_long": .uriTooLong,
+        "version_mismatch": .versionMismatch, "misdirected_request": .misdirectedRequest, "payload_too_large": .payloadTooLarge, "uri_too_long": .uriTooLong,
         "unsupported_media_type": .unsupportedMediaType, "headers_too_large": .headersTooLarge,
         "invalid_request": .invalidRequest, "unknown_feature": .unknownFeature, "unknown_action": .unknownAction,
         "unknown_binding": .unknownBinding, "read_only_binding": .readOnlyBinding, "unknown_button": .unknownButton,
