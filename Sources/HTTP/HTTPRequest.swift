@@ -73,7 +73,7 @@ public struct HTTPRequest: Sendable {
             let start = target.utf8.index(target.utf8.startIndex, offsetBy: range.lowerBound)
             return Substring(target.utf8[start..<target.utf8.index(start, offsetBy: range.count)])
         }
-        return headers.values("Host").first.map { $0[...] }
+        return headers["Host"].map { $0[...] }
     }
 
     /// Percent-decodes one segment of `encodedPath`; nil on a broken escape or invalid UTF-8.
