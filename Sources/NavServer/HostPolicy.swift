@@ -37,6 +37,8 @@ public struct HostPolicy: Sendable, Equatable {
     public func allows(_ authority: Substring?) -> Bool {
         guard case .only(let allowed) = names, let authority else { return true }
         guard let name = Self.name(in: authority) else { return true }
+        // Only a name (no user info, no escapes) can be one of the names allowed, or under one.
+        guard name.utf8.allSatisfy(Self.isNameByte) else { return false }
         return allowed.contains { entry in
             entry.first == "." ? name == entry.dropFirst() || name.hasSuffix(entry) : name == entry
         }

@@ -14,7 +14,8 @@ import TestSupport
             #expect(policy.allows(allowed[...]), "\(allowed)")
         }
         for refused in ["evil.example", "navd.example.com.evil.example", "xnavd.example.com", "evilapps.example",
-                        "localhost", "127.0.0.1.evil.example", "1.2.3.4.5", "256.1.1.1", "1.2.3", "1..2.3", "0x7f.0.0.1"] {
+                        "localhost", "127.0.0.1.evil.example", "1.2.3.4.5", "256.1.1.1", "1.2.3", "1..2.3", "0x7f.0.0.1",
+                        "evil@a.apps.example", "evil%40.apps.example", "", ":80"] {
             #expect(!policy.allows(refused[...]), "\(refused)")
         }
         #expect(policy.allows(nil), "a request that names no host (HTTP/1.0) has nothing to rebind")
