@@ -314,6 +314,16 @@ import TestSupport
         try await Task.sleep(for: .milliseconds(300))
         #expect(await gallery.presentation("timedAlert") != nil)
         try await gallery.sync()
+
+        // An alert past its deadline goes as the link lands: the one on screen in the link's own
+        // batch, and one the session does not show is no change at all.
+        let pastDue = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":2,"dismissesAt":999}}"#))
+            .followed(by: try await gallery.session.settleEffects())
+        #expect(pastDue.events.map(\.kind) == [.dismiss] && pastDue.version == before + 2, "\(pastDue.events.map(\.data))")
+        let gone = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":3,"dismissesAt":999}}"#))
+            .followed(by: try await gallery.session.settleEffects())
+        #expect(gone.events.isEmpty && gone.version == before + 2, "\(gone.events.map(\.data))")
+        try await gallery.sync()
     }
 
     /// While an effect runs, a raised flag may be its work: a deep link then leaves it up, and

@@ -121,12 +121,19 @@ public final class GalleryModel {
     }
 
     /// Readies the alert on screen for its timer to go on after a restart or a deep link stopped
-    /// it: a deadline more than the whole delay away (a deep link's, or a wall clock set back
+    /// it. An alert past its deadline goes now, in the settling batch, not one batch later from a
+    /// timer; a deadline more than the whole delay away (a deep link's, or a wall clock set back
     /// since) is moved to the whole delay from now, so the state says when the alert really goes
-    /// and a client counting down from it counts to the right moment. False without a timer.
-    public func boundTimedAlertDeadline() -> Bool {
+    /// and a client counting down from it counts to the right moment. True when a timer must go
+    /// on.
+    public func settleTimedAlert() -> Bool {
         guard var alert = timedAlert, let deadline = alert.dismissesAt else { return false }
-        let latest = dependencies.wallClock() + dependencies.alertDismissDelay.seconds
+        let now = dependencies.wallClock()
+        if deadline <= now {
+            timedAlert = nil
+            return false
+        }
+        let latest = now + dependencies.alertDismissDelay.seconds
         if !(deadline <= latest) {
             alert.dismissesAt = latest
             timedAlert = alert

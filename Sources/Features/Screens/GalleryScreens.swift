@@ -51,10 +51,11 @@ extension Screen where Subject == GalleryModel {
             Action.sync("nestedButtonTapped") { $0.nestedButtonTapped() }
             Action.sync("editTextButtonTapped") { $0.editTextButtonTapped() }
             Action.task("timedAlertButtonTapped") { await $0.timedAlertButtonTapped() }
-            // A restart stopped the alert's timer; it goes on with the time the alert had left.
+            // A restart stopped the alert's timer; it goes on with the time the alert had left,
+            // or the alert goes now if it had none left.
             Settle { gallery in
                 let model = gallery
-                return model.boundTimedAlertDeadline() ? Effect { await model.continueTimedAlert() } : nil
+                return model.settleTimedAlert() ? Effect { await model.continueTimedAlert() } : nil
             }
         }
     }
