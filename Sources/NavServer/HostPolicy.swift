@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Which host names a request may say it is for (`--allowed-hosts`): the guard against DNS
 /// rebinding. A page on an attacker's name can have that name resolve to navd's address, after
 /// which the browser treats navd as the page's own origin and lets it read every answer. The
@@ -36,23 +42,52 @@ public struct HostPolicy: Sendable, Equatable {
     /// answered.
     public func allows(_ authority: Substring?) -> Bool {
         guard case .only(let allowed) = names, let authority else { return true }
-        guard let name = Self.name(in: authority) else { return true }
-        // Only a name (no user info, no escapes) can be one of the names allowed, or under one.
-        guard name.utf8.allSatisfy(Self.isNameByte) else { return false }
-        return allowed.contains { entry in
-            entry.first == "." ? name == entry.dropFirst() || name.hasSuffix(entry) : name == entry
+        switch Self.host(in: authority) {
+        case .address:
+            return true
+        case .malformed:
+            return false
+        case .name(let name):
+            return allowed.contains { entry in
+                entry.first == "." ? name == entry.dropFirst() || name.hasSuffix(entry) : name == entry
+            }
         }
     }
 
-    /// The authority's host as a name to compare, lowercased and without a trailing dot; nil
-    /// when it is an address.
-    static func name(in authority: Substring) -> String? {
-        if authority.first == "[" { return nil }
+    /// What an authority names.
+    enum Host: Equatable {
+        /// An IPv4 address, or an IPv6 one in brackets.
+        case address
+        /// A name, lowercased and without a trailing dot.
+        case name(String)
+        /// Neither: user info (`localhost@evil.example`), escapes, a port that is not a number.
+        /// Not one of the names allowed, whatever it starts or ends with.
+        case malformed
+    }
+
+    static func host(in authority: Substring) -> Host {
         var host = authority
-        if let colon = host.lastIndex(of: ":") { host = host[..<colon] }
+        if let colon = host.lastIndex(of: ":"), host.first != "[" || host[..<colon].last == "]" {
+            guard host[host.index(after: colon)...].utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
+                return .malformed
+            }
+            host = host[..<colon]
+        }
+        if host.first == "[" {
+            guard host.count > 2, host.last == "]" else { return .malformed }
+            return isIPv6(host.dropFirst().dropLast()) ? .address : .malformed
+        }
         if host.last == "." { host = host.dropLast() }
-        if isIPv4(host) { return nil }
-        return host.lowercased()
+        if isIPv4(host) { return .address }
+        guard !host.isEmpty, host.utf8.allSatisfy({ isNameByte((0x41...0x5A).contains($0) ? $0 | 0x20 : $0) }) else {
+            return .malformed
+        }
+        return .name(host.lowercased())
+    }
+
+    private static func isIPv6(_ text: Substring) -> Bool {
+        var address = in6_addr()
+        return inet_pton(AF_INET6, String(text), &address) == 1
     }
 
     /// Four dot-separated decimal numbers up to 255, read on the bytes: every request asks.
@@ -75,8 +110,17 @@ public struct HostPolicy: Sendable, Equatable {
         return parts == 3 && digits > 0
     }
 
+    /// `localhost`, 127.0.0.0/8, or `::1` and 127.0.0.0/8 mapped into IPv6, however written.
     private static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.") && isIPv4(host[...])
+        if host == "localhost" { return true }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: &v4) { $0[0] == 127 } }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
+        return withUnsafeBytes(of: &v6) { bytes in
+            bytes.prefix(15).allSatisfy { $0 == 0 } && bytes[15] == 1
+                || bytes.prefix(10).allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF && bytes[12] == 127
+        }
     }
 
     // MARK: - Parsing settings
@@ -98,15 +142,24 @@ public struct HostPolicy: Sendable, Equatable {
         for entry in entries {
             let bare = entry.last == "." ? String(entry.dropLast()) : entry
             let label = bare.first == "." ? bare.dropFirst() : bare[...]
-            guard !label.isEmpty, label.utf8.allSatisfy(isNameByte) else {
+            let parts = label.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.allSatisfy({ !$0.isEmpty }), label.utf8.allSatisfy(isNameByte) else {
                 throw Refusal("\"\(entry)\" is not a host name (* stands alone; a leading dot allows the names under one)")
             }
-            guard name(in: label) != nil else {
+            guard host(in: label) != .address else {
                 throw Refusal("\"\(entry)\" is an address; addresses always pass, so list names only")
             }
             names.append(bare)
         }
         return HostPolicy(.only(names))
+    }
+
+    /// `*`, or the names joined by commas, for the `listening` line.
+    public var description: String {
+        switch names {
+        case .any: "*"
+        case .only(let names): names.joined(separator: ",")
+        }
     }
 
     /// Letters, digits, `-` and `.`: what a DNS name is made of (`_` too, which some use).

@@ -82,7 +82,7 @@ public final class NavigationServer: Sendable {
     /// was not mounted) shows as one.
     public func logListening(version: String = BuildInfo.version) {
         var fields: [(String, JSON)] = [("version", .string(version)), ("host", .string(configuration.host)), ("port", .int(port)),
-                                        ("io", .string(configuration.io.rawValue))]
+                                        ("io", .string(configuration.io.rawValue)), ("allowed_hosts", .string(configuration.hostPolicy.description))]
         switch handler.persistence.storage {
         case nil: fields.append(("store", "memory"))
         case let sqlite as SQLiteSessionStore:

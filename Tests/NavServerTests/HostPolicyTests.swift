@@ -15,20 +15,23 @@ import TestSupport
         }
         for refused in ["evil.example", "navd.example.com.evil.example", "xnavd.example.com", "evilapps.example",
                         "localhost", "127.0.0.1.evil.example", "1.2.3.4.5", "256.1.1.1", "1.2.3", "1..2.3", "0x7f.0.0.1",
-                        "evil@a.apps.example", "evil%40.apps.example", "", ":80"] {
+                        "evil@a.apps.example", "evil%40.apps.example", "", ":80",
+                        "[evil.example]", "[evil.example]:80", "[::1", "navd.example.com:x@evil.example", "1.2.3.4:1@evil.example",
+                        "navd.example.com:8o", "a..apps.example:1@navd.example.com"] {
             #expect(!policy.allows(refused[...]), "\(refused)")
         }
         #expect(policy.allows(nil), "a request that names no host (HTTP/1.0) has nothing to rebind")
         #expect(HostPolicy(.any).allows("anything.example"))
+        #expect(policy.description == "navd.example.com,.apps.example" && HostPolicy(.any).description == "*")
     }
 
     @Test func aLoopbackServerAnswersForLocalhostOnlyAndAnyOtherForEveryName() {
-        for loopback in ["127.0.0.1", "127.0.0.2", "::1", "localhost"] {
+        for loopback in ["127.0.0.1", "127.0.0.2", "::1", "localhost", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1"] {
             let policy = HostPolicy.standard(listeningOn: loopback)
             #expect(policy.allows("localhost:8080") && policy.allows("app.localhost"), "\(loopback)")
             #expect(!policy.allows("evil.example:8080") && !policy.allows("localhost.evil.example"), "\(loopback)")
         }
-        for open in ["0.0.0.0", "::", "10.1.2.3"] {
+        for open in ["0.0.0.0", "::", "10.1.2.3", "::ffff:10.1.2.3", "::2", "128.0.0.1"] {
             #expect(HostPolicy.standard(listeningOn: open) == HostPolicy(.any), "\(open)")
         }
         var configuration = ServerConfiguration()
@@ -44,7 +47,8 @@ import TestSupport
         for (bad, reason) in [("", "empty"), ("a,,b", "empty"), ("*, navd.example.com", "stands alone"),
                               ("navd example", "not a host name"), ("https://navd.example", "not a host name"),
                               ("navd.example:8080", "not a host name"), (".", "not a host name"),
-                              ("127.0.0.1", "address"), ("bücher.example", "not a host name")] {
+                              ("127.0.0.1", "address"), ("bücher.example", "not a host name"),
+                              ("..example.com", "not a host name"), ("a..example.com", "not a host name"), ("example..", "not a host name")] {
             #expect(Self.refusal(bad)?.contains(reason) == true, "\(bad)")
         }
         let configuration = try ServerConfiguration.parse(arguments: ["--allowed-hosts", "navd.example.com"],

@@ -191,6 +191,8 @@ import TestSupport
             ([], ["NAVD_CORS_ORIGIN": "https://user@app.example"], "NAVD_CORS_ORIGIN"),
             (["--cors-origin", "*", "--cors-headers", "trace parent"], [:], "--cors-headers"),
             (["--cors-headers", "traceparent"], [:], "without --cors-origin"),
+            (["--allowed-hosts", "127.0.0.1"], [:], "--allowed-hosts"),
+            ([], ["NAVD_ALLOWED_HOSTS": "..example.com"], "NAVD_ALLOWED_HOSTS"),
         ] {
             let navd = try Running(arguments, environment: environment)
             #expect(await navd.wait(timeout: .seconds(5)))
@@ -229,7 +231,7 @@ import TestSupport
         let help = String(decoding: navd.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         for flag in ["--host", "NAVD_HOST", "--port", "PORT", "--fact-base-url", "FACT_BASE_URL", "--connect-delay-ms",
                      "CONNECT_DELAY_MS", "--max-sessions", "--max-connections", "--event-buffer", "--max-state-bytes", "NAVD_MAX_STATE_BYTES", "--idle-session-ttl", "--cors-origin",
-                     "--cors-headers", "NAVD_CORS_HEADERS", "--store", "--database-url", "DATABASE_URL", "--version",
+                     "--cors-headers", "NAVD_CORS_HEADERS", "--allowed-hosts", "NAVD_ALLOWED_HOSTS", "--store", "--database-url", "DATABASE_URL", "--version",
                      "navd openapi [--output FILE]"] {
             #expect(help.contains(flag), "\(flag)")
         }
@@ -247,6 +249,7 @@ import TestSupport
     @Test func checkHealthAsksTheRunningServer() async throws {
         let navd = try Running(["--port", "0", "--log-requests", "off"])
         try navd.waitUntilListening()
+        #expect(navd.listening["allowed_hosts"] == ".localhost", "a loopback server answers for localhost, and says so")
         let healthy = try Running(["--check-health", "--port", String(navd.port)])
         #expect(await healthy.wait(timeout: .seconds(5)))
         #expect(healthy.process.terminationStatus == 0)
