@@ -24,8 +24,10 @@ public struct HostPolicy: Sendable, Equatable {
         case only([String])
     }
 
+    /// The names answered for.
     public var names: Names
 
+    /// A policy answering for `names`.
     public init(_ names: Names) {
         self.names = names
     }
