@@ -441,9 +441,10 @@ final class APIHandler: HTTPHandler {
                 }
                 hosted.markStored()
             }
-            // A deep link starts no work: what its state says is under way settles, as after a
-            // restart, and is durable before the 201. Not before the session's own record: an
-            // effect it starts may write, and a write of a session the store lacks is dropped.
+            // A deep link starts no work: the catalog made the session from its state settled,
+            // and what settling continues (a timed alert's timer) starts here, durable before the
+            // 201. Not before the session's own record: an effect it starts may write, and a
+            // write of a session the store lacks is dropped.
             if deepLinked, let settled = try? await navigation.settleEffects() {
                 _ = try? await navigation.durable(settled)
                 // Which version the store holds is unknown, and the copy was let go: no 201 for it.

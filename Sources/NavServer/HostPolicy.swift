@@ -14,7 +14,7 @@ import Darwin
 /// names it, and then the page's origin is navd's own, with nothing to rebind. So do requests that
 /// name no host at all (HTTP/1.0 without `Host`). Probes and scrapers that call by address
 /// (Kubernetes, Prometheus) therefore need no entry.
-public struct HostPolicy: Sendable, Equatable {
+public struct HostPolicy: Sendable, Equatable, CustomStringConvertible {
     /// Which names pass.
     public enum Names: Sendable, Equatable {
         /// Every name: for a server behind a proxy that checks names itself, or reached by many.

@@ -10,12 +10,29 @@ import TestSupport
     /// A join cut off by a restart is over: the spinner goes down, the sheet stays where it was.
     @Test func aJoinCutOffByARestartLowersItsSpinnerAndKeepsTheSheet() async throws {
         let network = #"{"id":"n1","name":"Blob's Home","isSecured":true,"connectivity":1}"#
-        let wifi = try await Harness("wifi", state: json(#"{"destination":{"connect":{"network":\#(network),"isConnecting":true}}}"#))
+        let wifi = try await Harness("wifi", state: json(#"{"destination":{"connect":{"network":\#(network)}}}"#),
+                                     dependencies: Harness.dependencies(delay: .seconds(600)))
         let sheet = try #require(await wifi.presentation("destination.connect"))
-        let settled = try await wifi.session.settleEffects()
+        let journal = MemoryJournal()
+        let first = await wifi.session.makeDurable(journal: journal)
+        _ = try await wifi.session.durable(try await wifi.session.perform(target: sheet, action: "joinButtonTapped", arguments: nil))
+        let crashed = try journal.restored(from: first)
+        #expect(crashed.state["destination"]?["connect"]?["isConnecting"] == true, "the journal holds the join's spinner")
+
+        let restored = try wifi.catalog.restoreSession(feature: "wifi", crashed, events: [], journal: MemoryJournal())
+        let settled = try await restored.settleEffects()
         #expect(settled.events.map(\.data) == [json(#"{"feature":"\#(sheet)","changes":{"isConnecting":false}}"#)])
-        #expect(await wifi.presentation("destination.connect") == sheet)
-        #expect(await wifi.presentation("incorrectPasswordAlertIsPresented", of: sheet) == nil)
+        let tree = await restored.navigation()
+        #expect(tree["presentations"]?[0]?["id"]?.stringValue == sheet, "the same sheet")
+        #expect(tree["presentations"]?[0]?["presentations"]?.arrayValue?.isEmpty == true, "no alert: the join did not fail, it ended")
+        await wifi.session.end(.deleted)
+        await restored.end(.deleted)
+
+        // A deep link that says a join is under way starts none: it lands with the spinner down.
+        let linked = try await Harness("wifi", state: json(#"{"destination":{"connect":{"network":\#(network),"isConnecting":true}}}"#))
+        #expect(await linked.state()["destination"]?["connect"]?["isConnecting"] == false)
+        #expect(await linked.session.describe().version == 0)
+        #expect(try await linked.session.settleEffects().events.isEmpty)
     }
 
     /// `style` is decoded before the action runs: an unknown style or a wrong type is refused with

@@ -387,7 +387,7 @@ public actor NavigationSession {
             let root = reconciler.root.feature
             do throws(StateError) {
                 try root.validateState(state)
-                try root.replaceState(with: unfinishedEffects.isEmpty ? settled(state) : state)
+                try root.replaceState(with: unfinishedEffects.isEmpty ? Self.settled(state, rebuild: rebuild) : state)
             } catch {
                 throw .invalidState(error)
             }
@@ -395,9 +395,10 @@ public actor NavigationSession {
         }
     }
 
-    /// `state` as settling leaves it, worked out on models of its own: the session's stay as they
-    /// are until the transaction changes them. The effects settling returns are not started.
-    private func settled(_ state: JSON) throws(StateError) -> JSON {
+    /// `state` as settling leaves it (`settleEffects`), worked out on models of its own: a
+    /// session's stay as they are until a transaction changes them. The effects settling
+    /// returns are not started; `settleEffects` starts them on the session's own models.
+    static func settled(_ state: JSON, rebuild: (JSON) throws(StateError) -> any AnyLiveFeature) throws(StateError) -> JSON {
         let root = try rebuild(state)
         for feature in Reconciler(root: root, tracker: ChangeTracker()).features { _ = feature.settle() }
         return root.encodeState() ?? state
