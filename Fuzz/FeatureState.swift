@@ -74,8 +74,11 @@ private struct Discarded: SessionJournal {
     func write(_ entries: [JournalEntry], generation: Int, completion: @escaping @Sendable (Bool) -> Void) { completion(true) }
 }
 
-/// The catalog navd hosts, with a fact service that is never asked (decoding fetches nothing).
-private let catalog = FeatureSet.catalog(FeatureDependencies(factClient: NoFacts(), connectDelay: .zero, alertDismissDelay: .zero))
+/// The catalog navd hosts, with a fact service that is never asked (decoding fetches nothing)
+/// and a wall clock that stands still: a deep link is settled as it lands, against the clock (a
+/// timed alert's deadline), and the two ways it lands must meet the same moment to agree.
+private let catalog = FeatureSet.catalog(FeatureDependencies(factClient: NoFacts(), connectDelay: .zero, alertDismissDelay: .zero,
+                                                             wallClock: { 1_800_000_000 }))
 
 private struct NoFacts: FactClient {
     func fact(about number: Int) async throws(FactError) -> String { throw .cancelled }

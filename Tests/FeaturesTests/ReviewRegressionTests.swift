@@ -58,6 +58,18 @@ import Testing
         #expect(await counter.state()["destination"]?["fact"]?["value"] == .string("4 took a while."))
     }
 
+    /// Settling is the same whenever it is done again at the same moment: with no delay at all,
+    /// a deadline moved to "now" would be past due the next time, so such an alert goes at once.
+    @Test func aTimedAlertSettlesAlikeWhenSettledAgain() async throws {
+        let dependencies = FeatureDependencies(factClient: InstantFacts(), alertDismissDelay: .zero, wallClock: { 1_000 })
+        let gallery = try await Harness("gallery", dependencies: dependencies)
+        let linked = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":1,"dismissesAt":5000}}"#))
+        #expect(linked.events.isEmpty, "no alert to show: it is due as it lands")
+        let made = try await Harness("gallery", state: json(#"{"timedAlert":{"id":1,"dismissesAt":5000}}"#), dependencies: dependencies)
+        #expect(await made.state()["timedAlert"] == .null)
+        #expect(await made.session.describe().version == 0)
+    }
+
     /// A timed alert goes at most the whole delay after its timer is armed, whatever deadline a
     /// deep link gave it; the state said the later deadline all along, so a client counting down
     /// from it was wrong. A deadline within the delay is kept as it is.

@@ -129,11 +129,12 @@ public final class GalleryModel {
     public func settleTimedAlert() -> Bool {
         guard var alert = timedAlert, let deadline = alert.dismissesAt else { return false }
         let now = dependencies.wallClock()
-        if deadline <= now {
+        let latest = now + dependencies.alertDismissDelay.seconds
+        // Past due, or due now at the latest (no delay at all): settling again must find it gone.
+        if deadline <= now || latest <= now {
             timedAlert = nil
             return false
         }
-        let latest = now + dependencies.alertDismissDelay.seconds
         if !(deadline <= latest) {
             alert.dismissesAt = latest
             timedAlert = alert
