@@ -442,11 +442,11 @@ final class APIHandler: HTTPHandler {
                 hosted.markStored()
             }
             // A deep link starts no work: the catalog made the session from its state settled,
-            // and what settling continues (a timed alert's timer) starts here, durable before the
-            // 201. Not before the session's own record: an effect it starts may write, and a
-            // write of a session the store lacks is dropped.
-            if deepLinked, let settled = try? await navigation.settleEffects() {
-                _ = try? await navigation.durable(settled)
+            // and what settling continues (a timed alert's timer) starts here, what it has done
+            // so far durable before the 201. Not before the session's own record: an effect it
+            // starts may write, and a write of a session the store lacks is dropped.
+            if deepLinked {
+                _ = try? await navigation.durable(navigation.startSettledWork())
                 // Which version the store holds is unknown, and the copy was let go: no 201 for it.
                 if hosted.hadCommitUnsettled { return answer.fail(.commitUnsettled) }
             }
@@ -577,9 +577,9 @@ final class APIHandler: HTTPHandler {
             case .push(let target, let value):
                 try session.push(from: target, value: value, ifMatch: ifMatch)
             case .state(let state):
-                // A deep link starts no work: what its state says is under way settles, as after
-                // creation with a state and after a restart, and the answer says both.
-                try session.replaceState(state, ifMatch: ifMatch).followed(by: try? session.settleEffects())
+                // A deep link starts no work: what its state says is under way settles as it
+                // lands, as at creation with a state and after a restart.
+                try session.replaceState(state, ifMatch: ifMatch)
             }
         }
     }

@@ -275,8 +275,8 @@ import TestSupport
     /// It lands settled, in one batch: one version, and no flag shown raised on the way.
     @Test func aDeepLinkSettlesWhatItSaysIsUnderWay() async throws {
         var counter = try await Harness("counter")
-        let replaced = try await counter.session.replaceState(json(#"{"count":3,"factIsLoading":true}"#))
-        let linked = replaced.followed(by: try await counter.session.settleEffects())
+        // What `PUT /state` does: `replaceState`, which settles, and starts what settling continues.
+        let linked = try await counter.session.replaceState(json(#"{"count":3,"factIsLoading":true}"#))
         #expect(linked.version == 1, "the replacement and its settling are one batch")
         #expect(linked.events.map(\.data) == [json(#"{"feature":"root","changes":{"count":3}}"#)])
         #expect(await counter.state()["factIsLoading"] == false)
@@ -288,7 +288,6 @@ import TestSupport
         var app = try await Harness("app", state: json(#"{"path":[{"counter":{}}]}"#))
         let linkedFrom = await app.session.describe().version
         let pushed = try await app.session.replaceState(json(#"{"path":[{"counter":{"factIsLoading":true}},{"counter":{"factIsLoading":true,"count":5}}]}"#))
-            .followed(by: try await app.session.settleEffects())
         #expect(pushed.version == linkedFrom + 1)
         #expect(pushed.events.map(\.kind) == [.push], "\(pushed.events.map(\.data))")
         #expect(pushed.events.first?.data["state"] == json(#"{"count":5,"factIsLoading":false}"#))
@@ -297,19 +296,18 @@ import TestSupport
         let now = Mutex(1_000.0)
         var gallery = try await Harness("gallery", dependencies: FeatureDependencies(
             factClient: InstantFacts(), alertDismissDelay: .seconds(10), wallClock: { now.withLock { $0 } }))
-        _ = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":1,"dismissesAt":1000.3}}"#))
-        #expect(try await gallery.session.settleEffects().events.isEmpty, "the alert stays up until its timer fires")
+        let timed = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":1,"dismissesAt":1000.3}}"#))
+        #expect(timed.events.map(\.kind) == [.present], "the alert stays up until its timer fires")
         #expect(await gallery.presentation("timedAlert") != nil)
         let started = ContinuousClock.now
         while await gallery.presentation("timedAlert") != nil && ContinuousClock.now - started < .seconds(5) {
             try await Task.sleep(for: .milliseconds(20))
         }
-        #expect(await gallery.presentation("timedAlert") == nil, "dismissed after the time the link gave it, not the whole 10 s")
+        #expect(await gallery.presentation("timedAlert") == nil, "dismissed by the timer the link started, after the time it gave, not the whole 10 s")
         try await gallery.sync()
 
         let before = await gallery.session.describe().version
         let untimed = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":2}}"#))
-            .followed(by: try await gallery.session.settleEffects())
         #expect(untimed.version == before + 1, "nothing to settle: no batch of its own")
         try await Task.sleep(for: .milliseconds(300))
         #expect(await gallery.presentation("timedAlert") != nil)
@@ -318,10 +316,8 @@ import TestSupport
         // An alert past its deadline goes as the link lands: the one on screen in the link's own
         // batch, and one the session does not show is no change at all.
         let pastDue = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":2,"dismissesAt":999}}"#))
-            .followed(by: try await gallery.session.settleEffects())
         #expect(pastDue.events.map(\.kind) == [.dismiss] && pastDue.version == before + 2, "\(pastDue.events.map(\.data))")
         let gone = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":3,"dismissesAt":999}}"#))
-            .followed(by: try await gallery.session.settleEffects())
         #expect(gone.events.isEmpty && gone.version == before + 2, "\(gone.events.map(\.data))")
         try await gallery.sync()
     }
@@ -347,7 +343,7 @@ import TestSupport
         let facts = HeldFacts()
         var counter = try await Harness("counter", dependencies: Harness.dependencies(facts: facts))
         let fetching = try await counter.session.perform(target: "root", action: "factButtonTapped", arguments: nil)
-        _ = try await counter.session.replaceState(json(#"{"count":0}"#)).followed(by: try await counter.session.settleEffects())
+        _ = try await counter.session.replaceState(json(#"{"count":0}"#))
         #expect(await counter.state()["factIsLoading"] == false)
         facts.release()
         let ended = await counter.session.waitForEffects(of: fetching, timeout: .seconds(5))

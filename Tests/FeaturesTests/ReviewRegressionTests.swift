@@ -70,6 +70,29 @@ import Testing
         #expect(await made.session.describe().version == 0)
     }
 
+    /// A deep link is settled once, against the clock of the moment it lands: starting what that
+    /// settling continues reads no clock again. A clock that moved on between two readings had a
+    /// session made at version 0 dismiss its alert in a batch of its own before its 201, and a
+    /// `PUT` answer two batches (helper-56).
+    @Test func aDeepLinkIsSettledOnceAgainstTheClockOfItsLanding() async throws {
+        let readings = Mutex(0.0)
+        // Every reading a second later than the one before.
+        let dependencies = FeatureDependencies(factClient: InstantFacts(), alertDismissDelay: .seconds(60),
+                                               wallClock: { readings.withLock { $0 += 1; return 1_000 + $0 } })
+        let catalog = FeatureSet.catalog(dependencies)
+        let made = try catalog.makeSession(feature: "gallery", state: json(#"{"timedAlert":{"id":1,"dismissesAt":1001.5}}"#))
+        #expect(await made.describe().state["timedAlert"] != .null, "due after the reading it was settled against")
+        let started = await made.startSettledWork()
+        #expect(started.events.isEmpty && started.version == 0, "its timer started; nothing settled again")
+        await made.end(.deleted)
+
+        let running = try catalog.makeSession(feature: "gallery", state: nil)
+        let reading = readings.withLock { $0 } + 1_001
+        let put = try await running.replaceState(json(#"{"timedAlert":{"id":1,"dismissesAt":\#(reading + 0.5)}}"#))
+        #expect(put.version == 1 && put.events.map(\.kind) == [.present], "\(put.events.map(\.data))")
+        await running.end(.deleted)
+    }
+
     /// A timed alert goes at most the whole delay after its timer is armed, whatever deadline a
     /// deep link gave it; the state said the later deadline all along, so a client counting down
     /// from it was wrong. A deadline within the delay is kept as it is.
@@ -88,7 +111,6 @@ import Testing
         try await gallery.sync()
 
         _ = try await gallery.session.replaceState(json(#"{"timedAlert":{"id":6,"dismissesAt":1004.5}}"#))
-            .followed(by: try await gallery.session.settleEffects())
         #expect(await gallery.state()["timedAlert"] == json(#"{"id":6,"dismissesAt":1004.5}"#))
         await gallery.session.end(.deleted)
     }

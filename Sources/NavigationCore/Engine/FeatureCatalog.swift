@@ -48,10 +48,10 @@ public struct FeatureCatalog: Sendable {
 
     /// A new session, optionally deep-linked by a full or partial initial state, running on
     /// `executor` (a serial queue of its own by default). A deep link starts no work, so what its
-    /// state says is under way that nothing runs is settled before the session is made (a
-    /// loading flag lowered, as by `replaceState`): it starts at version 0 as it stays. What
-    /// settling continues (a timer with the time it had left) starts with
-    /// `NavigationSession.settleEffects()`, which navd calls once the session is hosted.
+    /// state says is under way that nothing runs is settled as the session is made (a loading
+    /// flag lowered, as by `replaceState`): it starts at version 0 as it stays. What settling
+    /// continues (a timer with the time it had left) starts with
+    /// `NavigationSession.startSettledWork()`, which navd calls once the session is hosted.
     public func makeSession(feature: String, state: JSON?, limits: SessionLimits = SessionLimits(),
                             executor: any SessionExecutor = SerialQueueExecutor()) throws(NavigationError) -> NavigationSession {
         guard let host = hosts.first(where: { $0.name == feature }) else {
@@ -62,11 +62,12 @@ public struct FeatureCatalog: Sendable {
         }
         let root: any AnyLiveFeature
         do {
-            root = try host.makeRoot(state.map { state throws(StateError) in try NavigationSession.settled(state, rebuild: host.makeRoot) })
+            root = try host.makeRoot(state)
         } catch {
             throw .invalidState(error)
         }
-        return try NavigationSession(feature: feature, root: root, limits: limits, executor: executor, rebuild: rebuilder(host))
+        return try NavigationSession(feature: feature, root: root, deepLinked: state != nil, limits: limits, executor: executor,
+                                     rebuild: rebuilder(host))
     }
 
     /// A session brought back from its journal, with the same tree, ids, counters and kept events:

@@ -53,13 +53,20 @@ public actor NavigationSession {
 
     /// Makes the root feature anew from a full state: how a rollback rebuilds the session.
     private let rebuild: @Sendable (JSON) throws(StateError) -> any AnyLiveFeature
+    /// What settling a deep link's state continues (a timed alert's timer), held until the
+    /// session is hosted (`startSettledWork`): an effect may write, and the store must have the
+    /// session first.
+    private var settledWork: [Effect] = []
 
-    init(feature: String, root: sending any AnyLiveFeature, limits: SessionLimits, executor: any SessionExecutor,
+    /// - Parameter deepLinked: the root was made from a client's state, which is settled before
+    ///   anything shows it: a deep link starts no work, so what it says is under way is not.
+    init(feature: String, root: sending any AnyLiveFeature, deepLinked: Bool = false, limits: SessionLimits, executor: any SessionExecutor,
          rebuild: @escaping @Sendable (JSON) throws(StateError) -> any AnyLiveFeature) throws(NavigationError) {
         self.feature = feature
         self.executor = executor
         self.limits = limits
         self.rebuild = rebuild
+        if deepLinked { settledWork = Self.settleShown(by: root) }
         let tracker = ChangeTracker()
         self.tracker = tracker
         let reconciler = Reconciler(root: root, tracker: tracker)
@@ -372,36 +379,63 @@ public actor NavigationSession {
         return outcome
     }
 
+    /// Starts what settling the deep link this session was made from continues (a timed
+    /// alert's timer, with the time it had left), once the session is hosted. Settles nothing
+    /// again: the state was settled as it was made, against the clock of that moment.
+    public func startSettledWork() -> Outcome {
+        let work = settledWork
+        settledWork = []
+        for effect in work { _ = start(effect) }
+        return Outcome(version: version, events: [], effect: nil, sequenceBefore: lastSequence, through: lastSequence,
+                       rollbacks: rollbacks)
+    }
+
     /// A deep link into the running session: replaces the root's state; only the difference is
     /// emitted (rule 7). Models already on screen are updated in place.
     ///
-    /// A deep link starts no work, so what its state says is under way settles (`settleEffects`),
-    /// within this one transaction: one version, and no flag raised in one batch and lowered in
-    /// the next. Not while an effect of the session runs: a raised flag may then be its work.
-    /// What settling continues (a timer with the time it had left) is for `settleEffects` to start.
+    /// A deep link starts no work, so what its state says is under way settles, within this one
+    /// transaction: one version, and no flag raised in one batch and lowered in the next; what
+    /// settling continues (a timer with the time it had left) starts with it. Not while an
+    /// effect of the session runs: a raised flag may then be its work, and the session settles
+    /// once none runs (`settleEffects`).
     public func replaceState(_ state: JSON, ifMatch: Int? = nil) throws(NavigationError) -> Outcome {
         // A state replaced whole can grow by more than it carries (what it leaves out comes back
         // as defaults): it is always measured, as if it could fill the bound.
         _ = try measure(state, at: JSONPath("state"))
-        return try transaction(ifMatch: ifMatch, carrying: limits.maxStateBytes) { reconciler throws(NavigationError) in
+        let settles = unfinishedEffects.isEmpty
+        var continued: [Effect] = []
+        let outcome = try transaction(ifMatch: ifMatch, carrying: limits.maxStateBytes) { reconciler throws(NavigationError) in
             let root = reconciler.root.feature
             do throws(StateError) {
                 try root.validateState(state)
-                try root.replaceState(with: unfinishedEffects.isEmpty ? Self.settled(state, rebuild: rebuild) : state)
+                try root.replaceState(with: state)
             } catch {
                 throw .invalidState(error)
             }
+            if settles { continued = Self.settleShown(by: root) }
             return nil
         }
+        if settles {
+            for effect in continued { _ = start(effect) }
+        } else {
+            settleLater()
+        }
+        return outcome
     }
 
-    /// `state` as settling leaves it (`settleEffects`), worked out on models of its own: a
-    /// session's stay as they are until a transaction changes them. The effects settling
-    /// returns are not started; `settleEffects` starts them on the session's own models.
-    static func settled(_ state: JSON, rebuild: (JSON) throws(StateError) -> any AnyLiveFeature) throws(StateError) -> JSON {
-        let root = try rebuild(state)
-        for feature in Reconciler(root: root, tracker: ChangeTracker()).features { _ = feature.settle() }
-        return root.encodeState() ?? state
+    /// Settles `feature`, then every feature it shows once settled (an alert it dismissed is
+    /// not shown): what a reconciler would put on screen, found from the models without
+    /// observing anything, so a state settles before any reconciler shows it (a deep link's, in
+    /// its transaction or before its session is made). Returns what settling continues, to be
+    /// started by the session.
+    static func settleShown(by feature: any AnyLiveFeature) -> [Effect] {
+        var continued = feature.settle().map { [$0] } ?? []
+        guard let derivation = feature.derive() else { return continued }
+        for (_, child) in derivation.presentations { continued += settleShown(by: child.makeFeature()) }
+        for contents in derivation.stacks {
+            for index in 0..<contents.count { continued += settleShown(by: contents.makeFeature(index)) }
+        }
+        return continued
     }
 
     /// Waits (at most `timeout`) for the effects a request started, then returns every event
