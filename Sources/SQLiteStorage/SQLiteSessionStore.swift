@@ -817,12 +817,14 @@ extension Duration {
     }
 }
 
-/// `open(2)`, which the store's own `open` shadows inside it.
-private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+/// `open(2)`, which the store's own `open` shadows inside it; close-on-exec, as every descriptor
+/// navd opens: a process started meanwhile (by the host, or a test) would otherwise keep it, and
+/// with it the lock it may carry, for as long as that process lives.
+func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
     #if canImport(Glibc)
-    Glibc.open(path, flags, mode)
+    Glibc.open(path, flags | O_CLOEXEC, mode)
     #else
-    Darwin.open(path, flags, mode)
+    Darwin.open(path, flags | O_CLOEXEC, mode)
     #endif
 }
 

@@ -461,6 +461,25 @@ import TestSupport
         }
     }
 
+    /// What the store opens is closed on exec, and so is every descriptor it keeps: a process
+    /// started meanwhile (a host's child; in the suite, a PostgreSQL server) kept the data
+    /// directory's descriptor, and the lock taken on it while the store opens, for its whole
+    /// life, so the next open of that directory waited for good.
+    @Test func theStoresDescriptorsAreClosedOnExec() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open()
+        defer { store.close() }
+        let folder = systemOpen(directory, O_RDONLY)
+        #expect(folder >= 0)
+        defer { Glibc.close(folder) }
+        #expect(fcntl(folder, F_GETFD) & FD_CLOEXEC != 0)
+        let kept = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap { Int32($0) }.filter { descriptor in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)"))?.hasPrefix(directory) == true
+        }
+        #expect(kept.count >= 2, "the store and its log")
+        for descriptor in kept { #expect(fcntl(descriptor, F_GETFD) & FD_CLOEXEC != 0, "descriptor \(descriptor)") }
+    }
+
     @Test func aSecondProcessOnTheSameDirectoryIsRefused() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let first = try open()
