@@ -358,12 +358,12 @@ public actor NavigationSession {
 
     /// After a restore: the effects that were running died with the process, so each feature on
     /// screen settles as if they had been cancelled. Emits (and makes durable) whatever changed.
-    /// A deep link (a session created with a state, a `replaceState`) settles the same way: it
-    /// sets state and starts no work, so what it says is under way (a loading flag, an alert's
-    /// timer) settles as after a restart, and the session behaves alike before and after one.
-    /// Not while an effect of the session runs: a raised flag may then be its work. The session
-    /// then settles once none runs (a deep link into a session busy with a fetch still has its
-    /// own spinners lowered, as a new session with that state would).
+    /// A deep link settles the same way as it lands (a session made with a state, a
+    /// `replaceState`): it sets state and starts no work, so what it says is under way (a loading
+    /// flag, an alert's timer) settles as after a restart, and the session behaves alike before
+    /// and after one. Not while an effect of the session runs: a raised flag may then be its
+    /// work. The session then settles once none runs (a deep link into a session busy with a
+    /// fetch still has its own spinners lowered, as a new session with that state would).
     public func settleEffects() throws(NavigationError) -> Outcome {
         guard unfinishedEffects.isEmpty else {
             settleLater()
