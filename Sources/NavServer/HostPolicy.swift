@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HTTP
 
 /// Which host names a request may say it is for (`--allowed-hosts`): the guard against DNS
 /// rebinding. A page on an attacker's name can have that name resolve to navd's address, after
@@ -81,7 +82,7 @@ public struct HostPolicy: Sendable, Equatable, CustomStringConvertible {
         }
         if host.last == "." { host = host.dropLast() }
         if isIPv4(host) { return .address }
-        guard !host.isEmpty, host.utf8.allSatisfy({ isNameByte((0x41...0x5A).contains($0) ? $0 | 0x20 : $0) }) else {
+        guard !host.isEmpty, host.utf8.allSatisfy({ isNameByte(ASCII.lowercased($0)) }) else {
             return .malformed
         }
         return .name(host.lowercased())

@@ -706,14 +706,9 @@ public final class SQLiteSessionStore: BackupStorage {
             }
             if folder >= 0 { fsync(folder) }
             return path
-        } catch let failure as SQLiteDatabase.Failure {
-            unlink(path + ".new")
-            throw .cannotOpen("\(copy): \(failure)")
-        } catch let error as StorageError {
-            unlink(path + ".new")
-            throw error
         } catch {
             unlink(path + ".new")
+            if let error = error as? StorageError { throw error }
             throw .cannotOpen("\(copy): \(error)")
         }
     }

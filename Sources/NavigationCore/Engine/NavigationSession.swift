@@ -367,8 +367,7 @@ public actor NavigationSession {
     public func settleEffects() throws(NavigationError) -> Outcome {
         guard unfinishedEffects.isEmpty else {
             settleLater()
-            return Outcome(version: version, events: [], effect: nil, sequenceBefore: lastSequence, through: lastSequence,
-                           rollbacks: rollbacks)
+            return unchanged
         }
         var continued: [Effect] = []
         let outcome = try transaction(ifMatch: nil) { reconciler in
@@ -386,8 +385,12 @@ public actor NavigationSession {
         let work = settledWork
         settledWork = []
         for effect in work { _ = start(effect) }
-        return Outcome(version: version, events: [], effect: nil, sequenceBefore: lastSequence, through: lastSequence,
-                       rollbacks: rollbacks)
+        return unchanged
+    }
+
+    /// The session as it is, for a call that changed nothing itself.
+    private var unchanged: Outcome {
+        Outcome(version: version, events: [], effect: nil, sequenceBefore: lastSequence, through: lastSequence, rollbacks: rollbacks)
     }
 
     /// A deep link into the running session: replaces the root's state; only the difference is
