@@ -159,7 +159,7 @@ public struct CORSPolicy: Sendable, Equatable {
         for item in value.split(separator: ",", omittingEmptySubsequences: false).map(trimmed) {
             guard !item.isEmpty else { throw Refusal("an empty header name (a stray comma?)") }
             guard item != "*" else { throw Refusal("name each header; * would not cover Authorization anyway") }
-            guard item.utf8.allSatisfy(isTokenCharacter) else { throw Refusal("\"\(item)\" is not a header name") }
+            guard item.utf8.allSatisfy(ASCII.isTokenCharacter) else { throw Refusal("\"\(item)\" is not a header name") }
             let known = (baseHeaders + names).contains { $0.lowercased() == item.lowercased() }
             if !known { names.append(item) }
         }
@@ -172,11 +172,5 @@ public struct CORSPolicy: Sendable, Equatable {
 
     private static func isHostCharacter(_ byte: UInt8) -> Bool {
         (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
-    }
-
-    /// `tchar` of RFC 9110 §5.6.2.
-    private static func isTokenCharacter(_ byte: UInt8) -> Bool {
-        (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39)
-            || "!#$%&'*+-.^_`|~".utf8.contains(byte)
     }
 }
