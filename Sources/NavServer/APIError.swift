@@ -7,6 +7,9 @@ struct APIError: Error {
     let code: String
     let message: String
     var headers: HTTPHeaders = [:]
+    /// What the request's log line adds: what the client sent that the refusal is about (the
+    /// host name a 421 refused), so an operator can tell from the log what to allow.
+    var logged: [(name: String, value: String)] = []
 
     /// Messages quote what the client sent (an unknown action's name, a path); a quote that long
     /// is cut, so an answer is never as large as the request that earned it. Counted in Unicode

@@ -84,15 +84,20 @@ final class APIHandler: HTTPHandler {
         }
         guard let refusal else { return nil }
         let exchange = Exchange(request: request, peer: peer, route: matched?.route, started: .now, handler: self)
-        return exchange.finish(refusal.response, timed: false)
+        return exchange.finish(refusal.response, timed: false, logging: refusal.logged)
     }
 
     /// A request for a host name this server was not told it serves (`HostPolicy`), unless it
     /// only asks whether navd is alive or ready: probes ask by whatever name they were given.
     private func misdirected(_ request: HTTPRequest, route: Route?) -> APIError? {
         guard route != .healthz, route != .readyz, !hosts.allows(request.authority) else { return nil }
-        return APIError(421, "misdirected_request",
-                        "this server does not answer for the host \"\(request.authority ?? "")\"; name it in --allowed-hosts if it should (a guard against DNS rebinding)")
+        let host = String(request.authority ?? "")
+        var refusal = APIError(421, "misdirected_request",
+                               "this server does not answer for the host \"\(host)\"; name it in --allowed-hosts if it should (a guard against DNS rebinding)")
+        // A host name has at most 253 characters; what is longer is cut, as a message is.
+        let scalars = host.unicodeScalars
+        refusal.logged = [("host", scalars.count <= 256 ? host : String(String.UnicodeScalarView(scalars.prefix(256))) + "…")]
+        return refusal
     }
 
     private static func notFound(_ request: HTTPRequest) -> APIError {

@@ -32,7 +32,7 @@ struct Answer: Sendable {
     }
 
     func fail(_ error: APIError) {
-        send(error.response)
+        responder.respond(exchange.finish(error.response, logging: error.logged))
     }
 
     func startStream(headers: HTTPHeaders) -> EventStream {

@@ -75,13 +75,15 @@ final class Exchange: Sendable {
     /// No answer is kept by a cache unless it says so (the static files do): a session's state can
     /// hold what its user typed. None is sniffed for another type than it says: an error that
     /// repeats the path a client sent is JSON, never a page.
-    func finish(_ response: HTTPResponse, timed: Bool = true) -> HTTPResponse {
+    ///
+    /// - Parameter logging: fields the request's log line adds (`APIError.logged`).
+    func finish(_ response: HTTPResponse, timed: Bool = true, logging: [(name: String, value: String)] = []) -> HTTPResponse {
         var response = response
         if !response.headers.contains("Cache-Control") { response.headers.add("Cache-Control", "no-store") }
         if !response.headers.contains("X-Content-Type-Options") { response.headers.add("X-Content-Type-Options", "nosniff") }
         for (name, value) in handler.configuration.cors.responseHeaders(origin: origin) { response.headers.set(name, value) }
         response.headers.set(RequestID.header, requestID)
-        account(response.status, bytes: method == "HEAD" ? 0 : response.body.count, timed: timed)
+        account(response.status, bytes: method == "HEAD" ? 0 : response.body.count, timed: timed, logging: logging)
         return response
     }
 
@@ -94,7 +96,7 @@ final class Exchange: Sendable {
         return headers
     }
 
-    private func account(_ status: Int, bytes: Int, timed: Bool) {
+    private func account(_ status: Int, bytes: Int, timed: Bool, logging: [(name: String, value: String)] = []) {
         let seconds = (ContinuousClock.now - started).inSeconds
         if timed {
             handler.metrics.requestFinished(route: route, method: method, status: status, seconds: seconds, waited: waits)
@@ -103,6 +105,6 @@ final class Exchange: Sendable {
         }
         guard handler.log.logsRequests else { return }
         handler.log.record(.init(id: requestID, remote: remoteAddress, method: method, path: path, query: query, ignoredParameters: ignoredParameters,
-                                 status: status, bytes: bytes, seconds: seconds))
+                                 details: logging, status: status, bytes: bytes, seconds: seconds))
     }
 }

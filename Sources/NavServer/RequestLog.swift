@@ -39,6 +39,8 @@ final class RequestLog: Sendable {
         /// How many parameters the query had that `query` leaves out (names navd does not read,
         /// credentials): counted, never shown, so a misspelt `wait` can be told from none.
         var ignoredParameters = 0
+        /// What the answer adds (`APIError.logged`), after the path.
+        var details: [(name: String, value: String)] = []
         var status: Int
         /// Body bytes sent: 0 for `HEAD`, and for an event stream (its `stream_closed` line counts them).
         var bytes: Int
@@ -96,6 +98,7 @@ final class RequestLog: Sendable {
             fields.append(("path", .string(target)))
         }
         if request.ignoredParameters > 0 { fields.append(("query_ignored", .int(request.ignoredParameters))) }
+        for (name, value) in request.details { fields.append((name, .string(value))) }
         fields += [
             ("status", .int(request.status)),
             ("bytes", .int(request.bytes)),

@@ -189,6 +189,33 @@ import TestSupport
         #expect(!log.text.contains(token))
     }
 
+    /// An operator who sees 421s learns from the log which name to allow; the line of any other
+    /// request does not carry the host.
+    @Test func aMisdirectedRequestsLineNamesTheHostItAskedFor() async throws {
+        let log = LogCapture()
+        let server = try await TestServer(log: log)
+        defer { Task { await server.stop() } }
+        let client = try server.client()
+        try await client.send("GET /features HTTP/1.1\r\nHost: app.example:8080\r\nX-Request-ID: misdirected\r\n\r\n")
+        #expect(try await client.readResponse().status == 421)
+        let line = try await log.request("misdirected")
+        #expect(line["host"] == "app.example:8080")
+        #expect(line["status"] == 421 && line["path"] == "/features")
+        // Waiting for `100 Continue`, refused before the body: the same line.
+        let waiting = try server.client()
+        try await waiting.send("POST /sessions HTTP/1.1\r\nHost: other.example\r\nX-Request-ID: before-body\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+        #expect(try await waiting.readResponse().status == 421)
+        #expect(try await log.request("before-body")["host"] == "other.example")
+        // A name no host has: cut, as a message quoting it is.
+        let long = String(repeating: "a", count: 600) + ".example"
+        let longClient = try server.client()
+        try await longClient.send("GET /features HTTP/1.1\r\nHost: \(long)\r\nX-Request-ID: long\r\n\r\n")
+        #expect(try await longClient.readResponse().status == 421)
+        #expect(try await log.request("long")["host"]?.stringValue == String(long.prefix(256)) + "…")
+        _ = try await client.request("GET", "/features", headers: [("X-Request-ID", "allowed")])
+        #expect(try await log.request("allowed")["host"] == nil)
+    }
+
     @Test func aStreamIsLoggedWhenItClosesWithItsDurationEventsAndReason() async throws {
         let log = LogCapture()
         let server = try await TestServer(log: log)
