@@ -119,7 +119,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             let seconds = try integer(value, "--idle-session-ttl", in: 0...31_536_000)
             config.idleSessionTTL = seconds == 0 ? nil : .seconds(seconds)
         },
-        Option(flag: "--allowed-hosts", environment: "NAVD_ALLOWED_HOSTS", value: "NAMES", help: "host names requests may be for, comma-separated (.example.com: the names under it), or *; addresses always pass (default: localhost on a loopback address, else *)") { config, value throws(Invalid) in
+        Option(flag: "--allowed-hosts", environment: "NAVD_ALLOWED_HOSTS", value: "NAMES", help: "host names requests may be for, comma-separated (.example.com: the names under it), or *; addresses always pass (default: .localhost on a loopback address, else *)") { config, value throws(Invalid) in
             do { config.allowedHosts = try HostPolicy.parse(value) } catch {
                 throw Invalid(description: "--allowed-hosts: \(error)")
             }

@@ -180,9 +180,14 @@ public final class SQLiteSessionStore: BackupStorage {
     /// A store is made under `path` + `.new` and moved into place whole: that name, with
     /// whatever a half-made store left beside it removed.
     private static func newStore(for path: String) -> String {
+        discardNewStore(for: path)
+        return path + ".new"
+    }
+
+    /// Removes a store made under `path` + `.new` that was not moved into place, with its files.
+    private static func discardNewStore(for path: String) {
         let fresh = path + ".new"
         for leftover in [fresh, fresh + "-wal", fresh + "-shm", fresh + "-journal"] { unlink(leftover) }
-        return fresh
     }
 
     /// The mark that a process has the store open: cleared `closed`.
@@ -671,6 +676,20 @@ public final class SQLiteSessionStore: BackupStorage {
     /// navd store, or is one of a newer navd. The store is moved into place whole, so a start
     /// finds it or nothing; the copy's ids move on at that start (`SQLiteSchema.continueFromCopy`).
     public static func restore(_ copy: String, into directory: String) throws(StorageError) -> String {
+        // The copy is looked at first: a refused one leaves nothing behind, not even a directory.
+        let source: SQLiteDatabase
+        do {
+            source = try SQLiteDatabase(path: copy, readOnly: true)
+            if let refusal = unreadable(copy, application: try source.integer("PRAGMA application_id"),
+                                        version: try source.integer("PRAGMA user_version")) {
+                throw refusal
+            }
+        } catch {
+            if let error = error as? StorageError { throw error }
+            throw .cannotOpen("\(copy): \(error)")
+        }
+        var info = stat()
+        let made = stat(directory, &info) != 0
         if let failure = makeDirectories(directory) {
             throw .cannotOpen("cannot create the data directory \(directory): \(failure)")
         }
@@ -679,16 +698,10 @@ public final class SQLiteSessionStore: BackupStorage {
         defer { if folder >= 0 { systemClose(folder) } }
         // Held while the store goes into place: a navd starting on the directory meanwhile waits.
         if folder >= 0 { _ = flock(folder, LOCK_EX) }
-        var info = stat()
         for existing in [path, path + "-wal", path + "-journal"] where lstat(existing, &info) == 0 {
             throw .cannotOpen("\(directory) holds a store already (\(existing)): restore into an empty directory, or move what is there aside")
         }
         do {
-            let source = try SQLiteDatabase(path: copy, readOnly: true)
-            if let refusal = unreadable(copy, application: try source.integer("PRAGMA application_id"),
-                                        version: try source.integer("PRAGMA user_version")) {
-                throw refusal
-            }
             let fresh = newStore(for: path)
             let file = systemOpen(fresh, O_RDWR | O_CREAT | O_EXCL, 0o600)
             guard file >= 0 else { throw StorageError.cannotOpen("\(fresh): \(String(cString: strerror(errno)))") }
@@ -707,7 +720,9 @@ public final class SQLiteSessionStore: BackupStorage {
             if folder >= 0 { fsync(folder) }
             return path
         } catch {
-            unlink(path + ".new")
+            discardNewStore(for: path)
+            // A directory this restore made goes with it.
+            if made { rmdir(directory) }
             if let error = error as? StorageError { throw error }
             throw .cannotOpen("\(copy): \(error)")
         }
