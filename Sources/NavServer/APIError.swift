@@ -19,10 +19,14 @@ struct APIError: Error {
     init(_ status: Int, _ code: String, _ message: String, headers: HTTPHeaders = [:]) {
         self.status = status
         self.code = code
-        let scalars = message.unicodeScalars
-        self.message = scalars.count <= Self.maxMessageScalars
-            ? message : String(String.UnicodeScalarView(scalars.prefix(Self.maxMessageScalars))) + "…"
+        self.message = Self.cut(message, atMost: Self.maxMessageScalars)
         self.headers = headers
+    }
+
+    /// `text`, or its first `limit` Unicode scalars and an ellipsis when it has more.
+    static func cut(_ text: String, atMost limit: Int) -> String {
+        let scalars = text.unicodeScalars
+        return scalars.count <= limit ? text : String(String.UnicodeScalarView(scalars.prefix(limit))) + "…"
     }
 
     init(_ error: NavigationError) {

@@ -95,8 +95,7 @@ final class APIHandler: HTTPHandler {
         var refusal = APIError(421, "misdirected_request",
                                "this server does not answer for the host \"\(host)\"; name it in --allowed-hosts if it should (a guard against DNS rebinding)")
         // A host name has at most 253 characters; what is longer is cut, as a message is.
-        let scalars = host.unicodeScalars
-        refusal.logged = [("host", scalars.count <= 256 ? host : String(String.UnicodeScalarView(scalars.prefix(256))) + "…")]
+        refusal.logged = [("host", APIError.cut(host, atMost: 256))]
         return refusal
     }
 
