@@ -2,12 +2,12 @@
 # navd under ThreadSanitizer: builds navd with -sanitize=thread, then drives that binary with the
 # crash test (clients on counter, app and wifi sessions, stream subscribers, kill -9 and restarts
 # on one data directory; a round on the Dispatch backend too) and the process tests (SIGTERM,
-# restarts, resumes, limits, stores), and fails on any race ThreadSanitizer reports. The event loops, their executors, the store's
-# writer, stream fan-out and shutdown hand work between threads by locks and atomics only; this
-# is what holds them to it.
+# restarts, resumes, limits, stores), and fails on any race ThreadSanitizer reports. The event
+# loops, their executors, the store's writer, stream fan-out and shutdown hand work between
+# threads by locks and atomics only; this is what holds them to it.
 #
-#   scripts/race-test.sh [rounds]     (crash-test rounds, default 4; about 4 minutes on 2 cores,
-#                                      half of it the build)
+#   scripts/race-test.sh [rounds]     (crash-test rounds, default 4; about 90 s on 2 cores, half
+#                                      of it the build)
 #
 # The build is of a copy of the sources in .build/race, made afresh each run (a copy built on
 # top of an older one can mix modules built with and without the file below), with

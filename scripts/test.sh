@@ -82,7 +82,7 @@ scripts/check-metrics.sh .build/debug/navd
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 20
 # And 5 rounds with the Dispatch backend driving navd.
 NAVD_IO=dispatch NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 5
-# ThreadSanitizer on a navd built for it, under the crash test and the process tests (about 4 min).
+# ThreadSanitizer on a navd built for it, under the crash test and the process tests (about 90 s).
 scripts/race-test.sh 4
 # Three nodes on one PostgreSQL behind nginx (deploy/nginx.conf), one killed with -9 (about 20 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/cluster-test.sh
