@@ -5,8 +5,8 @@
 # process tests again against the release binary, the JavaScript client's tests (node) and
 # the inspector in a headless Chromium (about 10 s), schemathesis against a live navd with
 # openapi.yaml, a Python client generated from openapi.yaml driving a live navd, promtool on a
-# live navd's /metrics, a kill -9 crash test of the store, ThreadSanitizer on navd under the crash
-# and process tests, a cluster test (three navd on
+# live navd's /metrics, a kill -9 crash test of the store, ThreadSanitizer and AddressSanitizer on
+# navd under the crash and process tests, a cluster test (three navd on
 # PostgreSQL behind nginx, one killed with -9), and libFuzzer on the request-head parser, the
 # chunked decoder, the JSON parser and every feature's state decoding (15 s each).
 # Nothing reaches the internet: the fact
@@ -82,8 +82,9 @@ scripts/check-metrics.sh .build/debug/navd
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 20
 # And 5 rounds with the Dispatch backend driving navd.
 NAVD_IO=dispatch NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 5
-# ThreadSanitizer on a navd built for it, under the crash test and the process tests (about 90 s).
-scripts/race-test.sh 4
+# ThreadSanitizer and AddressSanitizer, each on a navd built for it, under the crash test and the
+# process tests (about 3 min).
+scripts/sanitizer-test.sh 4
 # Three nodes on one PostgreSQL behind nginx (deploy/nginx.conf), one killed with -9 (about 20 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/cluster-test.sh
 # Coverage-guided fuzzing, 15 s per harness (about a minute, plus about as long to build them).

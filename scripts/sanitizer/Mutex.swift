@@ -1,4 +1,4 @@
-// Copied into every module of navd's ThreadSanitizer build by scripts/race-test.sh; never part
+// Copied into every module of navd's ThreadSanitizer build by scripts/sanitizer-test.sh; never part
 // of navd itself. Synchronization's Mutex waits for a contended lock with a futex call inside the
 // Swift runtime, which ThreadSanitizer does not see, so to it every contended lock hands its
 // value over unordered: a race reported for each. This Mutex, declared in the module and so
