@@ -27,12 +27,13 @@ struct Answer: Sendable {
         self.responder = responder
     }
 
-    func send(_ response: HTTPResponse) {
-        responder.respond(exchange.finish(response))
+    /// - Parameter logging: fields the request's log line adds (`APIError.logged`).
+    func send(_ response: HTTPResponse, logging: [(name: String, value: String)] = []) {
+        responder.respond(exchange.finish(response, logging: logging))
     }
 
     func fail(_ error: APIError) {
-        responder.respond(exchange.finish(error.response, logging: error.logged))
+        send(error.response, logging: error.logged)
     }
 
     func startStream(headers: HTTPHeaders) -> EventStream {

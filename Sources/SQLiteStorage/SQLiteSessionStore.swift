@@ -676,17 +676,20 @@ public final class SQLiteSessionStore: BackupStorage {
     /// navd store, or is one of a newer navd. The store is moved into place whole, so a start
     /// finds it or nothing; the copy's ids move on at that start (`SQLiteSchema.continueFromCopy`).
     public static func restore(_ copy: String, into directory: String) throws(StorageError) -> String {
+        // What failed, as the store's error: SQLite's failures name the copy.
+        func refusal(_ error: any Error) -> StorageError {
+            error as? StorageError ?? .cannotOpen("\(copy): \(error)")
+        }
         // The copy is looked at first: a refused one leaves nothing behind, not even a directory.
         let source: SQLiteDatabase
         do {
             source = try SQLiteDatabase(path: copy, readOnly: true)
-            if let refusal = unreadable(copy, application: try source.integer("PRAGMA application_id"),
-                                        version: try source.integer("PRAGMA user_version")) {
-                throw refusal
+            if let unread = unreadable(copy, application: try source.integer("PRAGMA application_id"),
+                                       version: try source.integer("PRAGMA user_version")) {
+                throw unread
             }
         } catch {
-            if let error = error as? StorageError { throw error }
-            throw .cannotOpen("\(copy): \(error)")
+            throw refusal(error)
         }
         var info = stat()
         let made = stat(directory, &info) != 0
@@ -723,8 +726,7 @@ public final class SQLiteSessionStore: BackupStorage {
             discardNewStore(for: path)
             // A directory this restore made goes with it.
             if made { rmdir(directory) }
-            if let error = error as? StorageError { throw error }
-            throw .cannotOpen("\(copy): \(error)")
+            throw refusal(error)
         }
     }
 
