@@ -9,7 +9,7 @@
 # the scatter-gather writes and the C libraries' bindings work through unsafe pointers;
 # AddressSanitizer holds those to their bounds and lifetimes.
 #
-#   scripts/sanitizer-test.sh [rounds]   (crash-test rounds, default 4; about 3 minutes on 2
+#   scripts/sanitizer-test.sh [rounds]   (crash-test rounds, default 4; about 3½ minutes on 2
 #                                         cores, half of it the builds)
 #
 # Reports are kept in .build/sanitizers/<sanitizer>/reports. The process tests are the debug
@@ -28,7 +28,9 @@ exercise() {
   NAVD_BINARY=$navd scripts/crash-test.sh "$rounds"
   # The Dispatch backend hands readiness over from libdispatch's threads: a round of its own.
   NAVD_IO=dispatch NAVD_BINARY=$navd scripts/crash-test.sh 1
-  NAVD_BINARY=$navd swift test --skip-build --disable-xctest --filter ProcessTests \
+  # A sanitizer's build runs several times slower: the tests' time bounds stretch by 4, and the
+  # suites run one at a time, so that no test's load starves another's navd of the two cores.
+  NAVD_BINARY=$navd NAVD_TEST_SLOWDOWN=4 swift test --skip-build --disable-xctest --no-parallel --filter ProcessTests \
     --skip theMemoryOfEndedSessionsReturnsToTheSystem
   local found
   found=$(find "$reports" -type f | wc -l)

@@ -108,7 +108,7 @@ import TestSupport
                                                          json: #"{"target":"root","action":"incrementButtonTapped"}"#)
         }
         var notReady: LoopbackClient.Response?
-        while notReady == nil, ContinuousClock.now - stalledAt < .seconds(12) {
+        while notReady == nil, ContinuousClock.now - stalledAt < ProcessTests.Running.stretched(.seconds(12)) {
             let ready = try await client.request("GET", "/readyz", headers: [])
             if ready.status == 503 { notReady = ready } else { try await Task.sleep(for: .milliseconds(200)) }
         }
