@@ -75,7 +75,7 @@ lint=$(promtool check metrics <"$work/metrics.txt" 2>&1) || { echo "$lint" >&2; 
 [[ -z $lint ]] || { echo "$lint" >&2; echo "FAIL: promtool's lint found problems" >&2; exit 1; }
 missing=()
 for family in navd_build_info navd_http_requests_total navd_http_request_duration_seconds \
-    navd_http_wait_request_duration_seconds navd_store_commits_total process_resident_memory_bytes \
+    navd_http_wait_request_duration_seconds navd_store_commits_total navd_session_memory_bytes navd_session_memory_limit_bytes process_resident_memory_bytes \
     process_open_fds process_cpu_seconds_total process_start_time_seconds; do
     grep -q "^# TYPE $family " "$work/metrics.txt" || missing+=("$family")
 done

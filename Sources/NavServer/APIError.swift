@@ -85,6 +85,10 @@ struct APIError: Error {
         APIError(503, "over_capacity", "the server hosts its maximum of \(limit) sessions", headers: ["Retry-After": "1"])
     }
 
+    static func overCapacity(memory limit: Int) -> APIError {
+        APIError(503, "over_capacity", "the server's sessions hold all the memory they may (\(limit) bytes)", headers: ["Retry-After": "1"])
+    }
+
     static func unknownSession(_ id: String) -> APIError { APIError(404, "session_not_found", "no session \(id)") }
     /// 503 as for any failed write, but not "nothing changed": the store lost its connection
     /// while committing the change and could not say whether it did.

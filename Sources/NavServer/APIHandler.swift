@@ -136,7 +136,7 @@ final class APIHandler: HTTPHandler {
             }
         case .metrics:
             answer.send(HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
-                                     body: Array((metrics.render(sessionsOpen: store.count) + persistence.renderMetrics()).utf8)))
+                                     body: Array((metrics.render(sessionsOpen: store.count, memory: store.memory) + persistence.renderMetrics()).utf8)))
         case .features:
             answer.send(.json(status: 200, catalog.description.bytes))
         case .asset:
@@ -169,7 +169,7 @@ final class APIHandler: HTTPHandler {
         if route == .session && request.method == "DELETE" {
             return deleteUnheld(id, token: token, ifMatch: try Self.ifMatch(request), answer)
         }
-        guard store.hasRoom() else { throw .overCapacity(sessions: store.limit ?? 0) }
+        guard store.hasRoom() else { throw store.overCapacity }
         let ticket = request.headers["Authorization"] == nil && allowQueryToken && request.queryValue("ticket") != nil
         Task(executorPreference: answer.executor) { [self] in
             do throws(APIError) {
@@ -221,7 +221,7 @@ final class APIHandler: HTTPHandler {
             var refusal: APIError?
             switch claimed {
             case .hosted(let hosted):
-                if !(await install(hosted)) { refusal = .overCapacity(sessions: store.limit ?? 0) }
+                if !(await install(hosted)) { refusal = store.overCapacity }
             case .notFound: refusal = .unknownSession(id)
             case .refused: refusal = ticket ? .invalidTicket : .unauthorized
             case .failed: refusal = APIError(.storageUnavailable)
@@ -409,7 +409,7 @@ final class APIHandler: HTTPHandler {
         let body = try RequestBody.object(request, allowed: ["feature", "state"])
         let feature = try RequestBody.string(body, "feature")
         guard store.hasRoom() else {
-            throw .overCapacity(sessions: store.limit ?? 0)
+            throw store.overCapacity
         }
         // `null` is the defaults, as absent is. (Not `flatMap { $0 == .null ? nil : $0 }`: JSON
         // takes the `nil` literal as JSON's own null, which would pass it on.)
@@ -429,7 +429,7 @@ final class APIHandler: HTTPHandler {
                                    epoch: persistence.shared == nil ? nil : SessionEpoch.created, stored: false,
                                    navigation: navigation, events: SessionEvents(metrics: metrics))
         guard store.insert(hosted) else {
-            throw .overCapacity(sessions: store.limit ?? 0)
+            throw store.overCapacity
         }
         let (persistence, store) = (persistence, store)
         let deepLinked = state != nil

@@ -183,16 +183,20 @@ enum Identifiers {
 final class SessionStore: Sendable {
     private let sessions = Mutex<[String: HostedSession]>([:])
     let limit: Int?
+    /// What the sessions may hold together; none is made while it is spent.
+    let memory: MemoryBudget?
 
-    init(limit: Int?) {
+    init(limit: Int?, memory: MemoryBudget? = nil) {
         self.limit = limit
+        self.memory = memory
     }
 
     var count: Int { sessions.withLock { $0.count } }
 
     var all: [HostedSession] { sessions.withLock { Array($0.values) } }
 
-    /// `false` when the server is at capacity.
+    /// `false` when the server hosts `limit` sessions. The memory budget is asked before a
+    /// session is made (`hasRoom`): made, it is charged already.
     func insert(_ session: HostedSession) -> Bool {
         sessions.withLock { sessions in
             if let limit, sessions.count >= limit { return false }
@@ -212,8 +216,15 @@ final class SessionStore: Sendable {
     }
 
     func hasRoom() -> Bool {
+        if memory?.isSpent == true { return false }
         guard let limit else { return true }
         return count < limit
+    }
+
+    /// The refusal of a session there is no room for: by count, or by memory.
+    var overCapacity: APIError {
+        if let limit, count >= limit { return .overCapacity(sessions: limit) }
+        return .overCapacity(memory: memory?.limit ?? 0)
     }
 
     func session(_ id: String) -> HostedSession? {

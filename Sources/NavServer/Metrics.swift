@@ -1,3 +1,4 @@
+import NavigationCore
 import Synchronization
 
 /// Counters and latency histograms, exposed in the Prometheus text format (version 0.0.4).
@@ -104,7 +105,7 @@ public final class Metrics: Sendable {
     func streamClosed() { openStreams.subtract(1, ordering: .relaxed) }
 
     /// The exposition, with the gauges read at the moment of the scrape.
-    func render(sessionsOpen: Int) -> String {
+    func render(sessionsOpen: Int, memory: MemoryBudget?) -> String {
         let counters = counters.withLock { $0 }
         var out = PrometheusExposition()
         func labels(_ series: Series) -> String {
@@ -134,6 +135,12 @@ public final class Metrics: Sendable {
         histogram("navd_http_wait_request_duration_seconds", counters.waitDurations, bounds: Self.waitBuckets)
         out.family("navd_sessions_open", "gauge", "Sessions currently hosted.")
         out.sample("navd_sessions_open", sessionsOpen)
+        if let memory {
+            out.family("navd_session_memory_bytes", "gauge", "What the sessions hold together, as their memory budget counts it: state as JSON, kept events, a fixed share each.")
+            out.sample("navd_session_memory_bytes", memory.bytesInUse)
+            out.family("navd_session_memory_limit_bytes", "gauge", "The sessions' memory budget (--max-session-memory): past it no session is made or grows.")
+            out.sample("navd_session_memory_limit_bytes", memory.limit)
+        }
         out.family("navd_event_streams_open", "gauge", "Event-stream connections currently open.")
         out.sample("navd_event_streams_open", openStreams.load(ordering: .relaxed))
         out.family("navd_events_emitted_total", "counter", "Navigation events emitted, by type.")

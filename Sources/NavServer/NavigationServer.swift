@@ -29,11 +29,16 @@ public final class NavigationServer: Sendable {
     /// - Parameter logOutput: where log lines go (stdout; a test's buffer).
     init(configuration: ServerConfiguration, storage: (any SessionStorage)?, logOutput: @escaping RequestLog.Output,
          features: (FeatureServices) -> FeatureCatalog) {
+        // Every session this server hosts shares one budget, unless the embedder gave one.
+        var configuration = configuration
+        if configuration.sessionLimits.memory == nil {
+            configuration.sessionLimits.memory = MemoryBudget(limit: configuration.maxSessionMemory ?? AvailableMemory.sessionShare)
+        }
         self.configuration = configuration
         let metrics = Metrics()
         handler = APIHandler(
             catalog: features(FeatureServices(configuration: configuration, metrics: metrics)),
-            store: SessionStore(limit: configuration.maxSessions),
+            store: SessionStore(limit: configuration.maxSessions, memory: configuration.sessionLimits.memory),
             metrics: metrics,
             log: RequestLog(enabled: configuration.logRequests, output: logOutput),
             configuration: configuration,
@@ -82,7 +87,8 @@ public final class NavigationServer: Sendable {
     /// was not mounted) shows as one.
     public func logListening(version: String = BuildInfo.version) {
         var fields: [(String, JSON)] = [("version", .string(version)), ("host", .string(configuration.host)), ("port", .int(port)),
-                                        ("io", .string(configuration.io.rawValue)), ("allowed_hosts", .string(configuration.hostPolicy.description))]
+                                        ("io", .string(configuration.io.rawValue)), ("allowed_hosts", .string(configuration.hostPolicy.description)),
+                                        ("max_session_memory", .int(configuration.sessionLimits.memory?.limit ?? 0))]
         switch handler.persistence.storage {
         case nil: fields.append(("store", "memory"))
         case let sqlite as SQLiteSessionStore:
@@ -210,6 +216,12 @@ public final class NavigationServer: Sendable {
                 handler.log.note(.warn, "over_max_sessions", [
                     ("sessions", .int(sessions.count)), ("max_sessions", .int(limit)),
                     ("effect", .string("every session recovered; new ones are refused until fewer are live")),
+                ])
+            }
+            if let memory = handler.store.memory, memory.isSpent {
+                handler.log.note(.warn, "over_session_memory", [
+                    ("bytes", .int(memory.bytesInUse)), ("max_session_memory", .int(memory.limit)),
+                    ("effect", .string("every session recovered; new ones are refused, and none grows, until they hold less")),
                 ])
             }
             // The records read at start are garbage now: give their memory back at once.

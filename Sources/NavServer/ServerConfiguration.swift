@@ -11,6 +11,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var port = 8080
     /// Sessions at once; more are refused with 503 (`--max-sessions`); nil for no limit.
     public var maxSessions: Int?
+    /// Bytes all sessions may hold together, their state and kept events (`--max-session-memory`,
+    /// see `MemoryBudget`); nil for a quarter of the memory navd may use (`AvailableMemory`).
+    public var maxSessionMemory: Int?
     /// Open connections at once; more are refused with 503 (`--max-connections`); nil for no limit.
     public var maxConnections: Int?
     /// Events kept for resuming, and how large a session's state may grow.
@@ -93,6 +96,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--max-sessions", environment: "NAVD_MAX_SESSIONS", value: "N", help: "sessions at most; more are refused with 503 (default unlimited)") { config, value throws(Invalid) in
             config.maxSessions = try integer(value, "--max-sessions", in: 1...100_000_000)
+        },
+        Option(flag: "--max-session-memory", environment: "NAVD_MAX_SESSION_MEMORY", value: "BYTES", help: "state and kept events of all sessions together; past it no session is made or grows (default a quarter of memory)") { config, value throws(Invalid) in
+            config.maxSessionMemory = try integer(value, "--max-session-memory", in: (1 << 20)...(1 << 50))
         },
         Option(flag: "--max-connections", environment: "NAVD_MAX_CONNECTIONS", value: "N", help: "open connections at most; more get 503 and are closed (default unlimited)") { config, value throws(Invalid) in
             config.maxConnections = try integer(value, "--max-connections", in: 1...10_000_000)

@@ -35,7 +35,7 @@ import TestSupport
 
         first.process.terminate()
         #expect(await first.wait(timeout: .seconds(5)))
-        #expect(first.process.terminationStatus == 0)
+        #expect(first.exitStatus == 0)
         let closing = try await stream.readEventsUntilClosed()
         #expect(!closing.contains { $0.name == "end" }, "a durable session is not over when its process stops")
 
@@ -203,6 +203,39 @@ import TestSupport
         #expect((resumed.first?.id ?? 0) > base)
     }
 
+    /// Sessions that hold more than a restart's `--max-session-memory` all come back, with a
+    /// warning; new ones wait until they hold less.
+    @Test func aRestartUnderASmallerMemoryBudgetRecoversEverySessionAndSaysSo() async throws {
+        let directory = Self.freshDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try Running(Self.flags, dataDirectory: directory)
+        try first.waitUntilListening()
+        #expect((first.listening["max_session_memory"]?.intValue ?? 0) > 1 << 20, "the default: a share of the machine's memory")
+        let client = try LoopbackClient(port: first.port)
+        var sessions: [(id: String, token: String)] = []
+        for _ in 0..<20 {
+            let created = try await client.request("POST", "/sessions", json: #"{"feature":"gallery","state":{"text":"\#(String(repeating: "x", count: 60_000))"}}"#)
+            sessions.append((try #require(created.json["id"]?.stringValue), try #require(created.json["token"]?.stringValue)))
+        }
+        first.process.terminate()
+        #expect(await first.wait(timeout: .seconds(5)))
+
+        let second = try Running(Self.flags + ["--max-session-memory", "1048576"], dataDirectory: directory)
+        let before = try second.waitUntilListening()
+        #expect(second.listening["max_session_memory"] == 1_048_576)
+        let warning = try #require(before.first { $0["event"] == "over_session_memory" }, "\(before)")
+        #expect(warning["level"] == "warn" && warning["max_session_memory"] == 1_048_576)
+        #expect((warning["bytes"]?.intValue ?? 0) > 20 * 60_000)
+        let again = try LoopbackClient(port: second.port)
+        for session in sessions {
+            #expect(try await again.request("GET", "/sessions/\(session.id)", headers: [("Authorization", "Bearer \(session.token)")]).status == 200)
+        }
+        let refused = try await again.request("POST", "/sessions", json: #"{"feature":"counter"}"#)
+        #expect(refused.status == 503 && refused.json["error"]?["code"] == "over_capacity")
+        second.process.terminate()
+        #expect(await second.wait(timeout: .seconds(5)))
+    }
+
     @Test func aDataDirectoryThatIsNotNavdsExitsWithCode2() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("navd-foreign-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -210,7 +243,7 @@ import TestSupport
         try Data(repeating: 0x2A, count: 4096).write(to: URL(fileURLWithPath: directory + "/navd.sqlite3"))
         let navd = try Running(Self.flags, dataDirectory: directory)
         #expect(await navd.wait(timeout: .seconds(5)))
-        #expect(navd.process.terminationStatus == 2)
+        #expect(navd.exitStatus == 2)
         let message = String(decoding: navd.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(message.contains("cannot open the session store"), "\(message)")
     }

@@ -11,7 +11,7 @@ import TestSupport
         metrics.requestFinished(route: .actions, method: "POST", status: 200, seconds: 0.3)
         metrics.requestFinished(route: .actions, method: "POST", status: 422, seconds: 0.3)
         metrics.requestFinished(route: nil, method: "BREW", status: 404, seconds: 0.00001)
-        let text = metrics.render(sessionsOpen: 0)
+        let text = metrics.render(sessionsOpen: 0, memory: nil)
         for line in [
             #"navd_http_requests_total{route="actions",method="POST",code="200"} 2"#,
             #"navd_http_requests_total{route="actions",method="POST",code="422"} 1"#,
@@ -34,7 +34,7 @@ import TestSupport
         let metrics = Metrics()
         metrics.requestFinished(route: .actions, method: "POST", status: 200, seconds: 0.001)
         metrics.requestFinished(route: .actions, method: "POST", status: 200, seconds: 20, waited: true)
-        let text = metrics.render(sessionsOpen: 0)
+        let text = metrics.render(sessionsOpen: 0, memory: nil)
         for line in [
             #"navd_http_requests_total{route="actions",method="POST",code="200"} 2"#,
             #"navd_http_request_duration_seconds_count{route="actions",method="POST",code="200"} 1"#,

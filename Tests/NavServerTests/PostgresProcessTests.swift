@@ -143,13 +143,13 @@ import TestSupport
     @Test func withoutADatabaseURLOrAReachableDatabaseNavdExitsWithCode2() async throws {
         let missing = try Running(Self.flags)
         #expect(await missing.wait(timeout: .seconds(5)))
-        #expect(missing.process.terminationStatus == 2)
+        #expect(missing.exitStatus == 2)
         let said = String(decoding: missing.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(said.contains("--store postgres needs --database-url or DATABASE_URL"), "\(said)")
 
         let unreachable = try Running(Self.flags + ["--database-url", "postgresql://navd:s3cret@127.0.0.1:9/navd?connect_timeout=2"])
         #expect(await unreachable.wait(timeout: .seconds(10)))
-        #expect(unreachable.process.terminationStatus == 2)
+        #expect(unreachable.exitStatus == 2)
         let message = String(decoding: unreachable.errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(message.contains("cannot open the session store"), "\(message)")
         #expect(!message.contains("s3cret"), "the password is never printed")

@@ -21,11 +21,14 @@ struct EventLog {
     /// The kept events, oldest first.
     var kept: [NavigationEvent] { slots[head...].compactMap { $0 } }
 
-    mutating func append(_ event: NavigationEvent) {
+    /// Keeps `event`, dropping the oldest past either bound; unless `mayGrow`, past the bytes
+    /// kept before it too (the sessions' `MemoryBudget` is spent).
+    mutating func append(_ event: NavigationEvent, mayGrow: Bool = true) {
         guard capacity > 0 else { return }
+        let ceiling = mayGrow ? byteLimit : min(byteLimit, bytes)
         slots.append(event)
         bytes += event.encodedData.count
-        while count > capacity || (bytes > byteLimit && count > 0) { dropOldest() }
+        while count > capacity || (bytes > ceiling && count > 0) { dropOldest() }
         if head >= 64 && head * 2 >= slots.count {
             slots.removeFirst(head)
             head = 0

@@ -33,6 +33,9 @@ public enum NavigationError: Error, Sendable, Equatable {
     case sessionEnding
     /// `If-Match` named another version than the current one.
     case versionMismatch(expected: Int, current: Int)
+    /// The sessions hold all the memory they may (`SessionLimits.memory`), and the change would
+    /// grow this one's state.
+    case memorySpent(limit: Int)
 
     /// How a transport should classify the refusal.
     public enum Kind: Sendable {
@@ -54,7 +57,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .notOnScreen: .conflict
         case .versionMismatch: .preconditionFailed
         case .sessionEnded: .gone
-        case .storageUnavailable, .sessionEnding: .unavailable
+        case .storageUnavailable, .sessionEnding, .memorySpent: .unavailable
         default: .invalid
         }
     }
@@ -77,6 +80,7 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .sessionEnded: "session_not_found"
         case .storageUnavailable: "storage_unavailable"
         case .sessionEnding: "session_ending"
+        case .memorySpent: "over_capacity"
         }
     }
 
@@ -97,6 +101,8 @@ public enum NavigationError: Error, Sendable, Equatable {
         case .sessionEnded: "the session has ended"
         case .storageUnavailable: "the change could not be stored; nothing changed, try again later"
         case .sessionEnding: "the session is being deleted; nothing changed, try again"
+        case .memorySpent(let limit): "the server's sessions hold all the memory they may (\(limit) bytes) and this change would grow "
+            + "the session's state; nothing changed: try again later, or make a change that does not add to it"
         }
     }
 }

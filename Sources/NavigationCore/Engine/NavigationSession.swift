@@ -38,6 +38,8 @@ public actor NavigationSession {
     public nonisolated let limits: SessionLimits
     /// What the session weighs against `limits.maxStateBytes`.
     var stateBytes: Int { reconciler.stateBytes }
+    /// What the session is charged in `limits.memory` now; given back when it goes away.
+    private var charged = 0
     private var durability: Durability?
     /// Failed writes so far: an outcome made before one was undone by it.
     private var rollbacks = 0
@@ -76,7 +78,13 @@ public actor NavigationSession {
         }
         self.reconciler = reconciler
         self.log = EventLog(capacity: limits.eventBufferCount, byteLimit: limits.eventBufferBytes)
+        charged = MemoryBudget.perSession + reconciler.stateBytes
+        limits.memory?.charge(charged)
         watchEffects()
+    }
+
+    deinit {
+        limits.memory?.charge(-charged)
     }
 
     /// A session brought back from its journal: its last snapshot with the entries since replayed
@@ -118,6 +126,9 @@ public actor NavigationSession {
         // What the journal holds since its snapshot still counts toward the next one: a session
         // that changes a little in each of many runs must get a snapshot all the same.
         for entry in entries { durability?.count(entry.events) }
+        // Charged whatever the budget holds: what was acknowledged comes back.
+        charged = MemoryBudget.perSession + reconciler.stateBytes + log.bytes
+        limits.memory?.charge(charged)
         watchEffects()
     }
 
@@ -370,7 +381,8 @@ public actor NavigationSession {
             return unchanged
         }
         var continued: [Effect] = []
-        let outcome = try transaction(ifMatch: nil) { reconciler in
+        // Never refused for the budget: a spinner lowered may take a byte more ("false").
+        let outcome = try transaction(ifMatch: nil, budgeted: false) { reconciler in
             continued = reconciler.features.compactMap { $0.settle() }
             return nil
         }
@@ -657,8 +669,26 @@ public actor NavigationSession {
     }
 
     private func publishDurable(_ events: [NavigationEvent]) {
-        for event in events { log.append(event) }
+        let mayGrow = limits.memory?.isSpent != true
+        for event in events { log.append(event, mayGrow: mayGrow) }
+        recharge()
         publish?(events)
+    }
+
+    /// Brings the session's charge in `limits.memory` up to date with its state and kept events.
+    private func recharge() {
+        guard let memory = limits.memory else { return }
+        let now = MemoryBudget.perSession + reconciler.stateBytes + log.bytes
+        memory.charge(now - charged)
+        charged = now
+    }
+
+    /// Whether the change under way is refused for the budget: it is spent, and the change would
+    /// grow the state by more than a small step, or by anything once the headroom is spent too.
+    private func growthExceedsBudget() -> Bool {
+        guard let memory = limits.memory, memory.isSpent else { return false }
+        let growth = reconciler.prospectiveStateBytes() - reconciler.stateBytes
+        return growth > 0 && (growth > MemoryBudget.smallGrowth || memory.headroomIsSpent)
     }
 
     /// A write failed: nothing of it, nor of what was queued behind it, happened. The session
@@ -684,6 +714,7 @@ public actor NavigationSession {
         // The failed write may have carried the snapshot the counters were reset for.
         durability.takeSnapshotNext()
         self.durability = durability
+        recharge()
         rollbacks += 1
         rolledBack?()
         settleLater()
@@ -733,6 +764,7 @@ public actor NavigationSession {
     private func transaction(
         ifMatch: Int?,
         carrying carriedBytes: Int = 0,
+        budgeted: Bool = true,
         _ body: (Reconciler) throws(NavigationError) -> Effect?
     ) throws(NavigationError) -> Outcome {
         guard endEvent == nil else { throw .sessionEnded }
@@ -743,17 +775,21 @@ public actor NavigationSession {
         // Near a limit, keep the state as it was, so a transaction that would cross it can be
         // undone. Far from every limit no transaction of the hosted features can cross one, and
         // this costs nothing.
-        let undo = isNearLimits(carrying: carriedBytes) ? reconciler.encodeState(keeping: true) : nil
+        // With the budget spent, any change that grows the state may be refused: kept too, but
+        // its encodings only as `encodeState` would keep them, so a tight budget holds no more.
+        let near = isNearLimits(carrying: carriedBytes)
+        let undo = near || (budgeted && limits.memory?.isSpent == true)
+            ? reconciler.encodeState(keeping: near || durability != nil) : nil
         tracker.setInTransaction(true)
         let effectID: Int?
         do throws(NavigationError) {
             // An effect starts within the transaction: what it changes before it first waits
             // is part of it, and measured with it.
             effectID = try body(reconciler).map(start)
-            if let undo, let violation = reconciler.prospectiveViolation(of: limits, carriedBytes: carriedBytes) {
+            if let undo, let refusal = refusal(carrying: carriedBytes, budgeted: budgeted) {
                 if let effectID { runningEffects[effectID]?.cancel() }
                 restore(undo)
-                throw NavigationError.tooLarge(StateError(JSONPath("state"), violation))
+                throw refusal
             }
         } catch {
             reconciler.cancelClientRemovals()
@@ -779,6 +815,7 @@ public actor NavigationSession {
         let tree = reconciler.root.json
         try? reconciler.root.feature.replaceState(with: state)
         if !reconciler.keepsEveryScreen() { rebuild(from: state, shownAs: tree) }
+        recharge()
     }
 
     /// Makes the session anew from `state`, shown as `tree` with the same ids, as after a
@@ -793,6 +830,16 @@ public actor NavigationSession {
         _ = tracker.drain()
         for task in runningEffects.values { task.cancel() }
         settleLater()
+    }
+
+    /// Why the change under way may not be committed, if it may not: it would cross a limit, or
+    /// grow the session while the budget is spent.
+    private func refusal(carrying carriedBytes: Int, budgeted: Bool) -> NavigationError? {
+        if let violation = reconciler.prospectiveViolation(of: limits, carriedBytes: carriedBytes) {
+            return .tooLarge(StateError(JSONPath("state"), violation))
+        }
+        if budgeted, growthExceedsBudget(), let memory = limits.memory { return .memorySpent(limit: memory.limit) }
+        return nil
     }
 
     /// A transaction of the hosted features grows a stack or the tree by a feature or a few, and
@@ -838,8 +885,8 @@ public actor NavigationSession {
     }
 
     /// Reconciles what changed outside a request (an effect resuming) as its own batch. A change
-    /// that would take the session past a bound is dropped, the effect that made it treated as
-    /// cancelled: there is no request to refuse, and the bound holds all the same. Effects whose
+    /// that would take the session past a bound, or grow it past the budget, is dropped, the
+    /// effect that made it treated as cancelled: there is no request to refuse, and the bound holds all the same. Effects whose
     /// changes land in the same turn are measured, and dropped, together.
     func flush() {
         let before = stateBeforeEffect
@@ -849,7 +896,7 @@ public actor NavigationSession {
         guard endEvent == nil, !isClosing else { return }
         // Measured as a request near every bound is (the byte bound's walk forced), since what
         // an effect brings is not known in advance.
-        if let before, reconciler.prospectiveViolation(of: limits, carriedBytes: limits.maxStateBytes) != nil {
+        if let before, reconciler.prospectiveViolation(of: limits, carriedBytes: limits.maxStateBytes) != nil || growthExceedsBudget() {
             tracker.setInTransaction(true)
             restore(before)
             tracker.setInTransaction(false)
@@ -908,6 +955,7 @@ public actor NavigationSession {
         write(JournalEntry(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
                            events: events, statePatch: patch, snapshot: snapshot), into: &durability)
         self.durability = durability
+        recharge()
         return events
     }
 }

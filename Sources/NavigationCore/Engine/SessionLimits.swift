@@ -31,6 +31,9 @@ public struct SessionLimits: Sendable, Equatable {
     /// dropped); a change that leaves a session over it, as one made under a larger bound may
     /// be, is refused only if it grows the state.
     public var maxStateBytes: Int
+    /// What this session and every other sharing the budget may hold together; nil for no bound
+    /// beyond the ones above.
+    public var memory: MemoryBudget?
 
     /// Limits with navd's defaults unless given.
     public init(
@@ -40,7 +43,8 @@ public struct SessionLimits: Sendable, Equatable {
         maxNodes: Int = 10_000,
         maxStringBytes: Int = 64 << 10,
         maxDepth: Int = 64,
-        maxStateBytes: Int = 4 << 20
+        maxStateBytes: Int = 4 << 20,
+        memory: MemoryBudget? = nil
     ) {
         self.eventBufferCount = eventBufferCount
         self.eventBufferBytes = eventBufferBytes
@@ -49,6 +53,7 @@ public struct SessionLimits: Sendable, Equatable {
         self.maxStringBytes = maxStringBytes
         self.maxDepth = maxDepth
         self.maxStateBytes = maxStateBytes
+        self.memory = memory
     }
 
     /// Measures a value a client sent as state, an argument or a binding, before it is used.
