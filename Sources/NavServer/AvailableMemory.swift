@@ -18,7 +18,8 @@ enum AvailableMemory {
 
     static var bytes: Int {
         let pages = sysconf(Int32(_SC_PHYS_PAGES)), pageSize = sysconf(Int32(_SC_PAGESIZE))
-        let physical = pages > 0 && pageSize > 0 ? pages.multipliedReportingOverflow(by: pageSize).partialValue : Int.max
+        let product = pages.multipliedReportingOverflow(by: pageSize)
+        let physical = pages > 0 && pageSize > 0 && !product.overflow ? product.partialValue : Int.max
         return min(physical, controlGroupLimit() ?? .max)
     }
 

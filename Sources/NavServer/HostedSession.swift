@@ -195,11 +195,14 @@ final class SessionStore: Sendable {
 
     var all: [HostedSession] { sessions.withLock { Array($0.values) } }
 
-    /// `false` when the server hosts `limit` sessions. The memory budget is asked before a
-    /// session is made (`hasRoom`): made, it is charged already.
+    /// `false` when the server hosts `limit` sessions, or when the sessions, this one charged
+    /// already, hold the memory budget: then it is dropped, and gives its share back. Asked after
+    /// the session is made (or claimed), so concurrent ones pass the budget by what is made at
+    /// the same moment at most.
     func insert(_ session: HostedSession) -> Bool {
         sessions.withLock { sessions in
             if let limit, sessions.count >= limit { return false }
+            if memory?.isSpent == true { return false }
             sessions[session.id] = session
             return true
         }

@@ -136,7 +136,7 @@ public final class Metrics: Sendable {
         out.family("navd_sessions_open", "gauge", "Sessions currently hosted.")
         out.sample("navd_sessions_open", sessionsOpen)
         if let memory {
-            out.family("navd_session_memory_bytes", "gauge", "What the sessions hold together, as their memory budget counts it: state as JSON, kept events, a fixed share each.")
+            out.family("navd_session_memory_bytes", "gauge", "What the sessions hold together, as their memory budget counts it: state as JSON, kept events, a share per feature on screen and per session.")
             out.sample("navd_session_memory_bytes", memory.bytesInUse)
             out.family("navd_session_memory_limit_bytes", "gauge", "The sessions' memory budget (--max-session-memory): past it no session is made or grows.")
             out.sample("navd_session_memory_limit_bytes", memory.limit)

@@ -19,16 +19,27 @@ import Testing
         let budget = MemoryBudget(limit: 1 << 30)
         var session: NavigationSession? = try gallery(budget)
         let made = budget.bytesInUse
-        #expect(await made == MemoryBudget.perSession + session!.stateBytes)
+        // The gallery and its editor: two features.
+        #expect(await session!.featuresOnScreen == 2)
+        #expect(await made == MemoryBudget.perSession + MemoryBudget.perFeature + session!.stateBytes)
         let text = String(repeating: "x", count: 10_000)
         let outcome = try await session!.bind(target: try await editor(of: session!), field: "text", value: .string(text))
         let events = outcome.events.reduce(0) { $0 + $1.encodedData.count }
-        #expect(await budget.bytesInUse == MemoryBudget.perSession + session!.stateBytes + events)
+        #expect(await budget.bytesInUse == MemoryBudget.perSession + MemoryBudget.perFeature + session!.stateBytes + events)
         #expect(budget.bytesInUse - made > 20_000, "the text, in the state and in the event that carried it")
         let other = try gallery(budget)
-        #expect(await budget.bytesInUse == MemoryBudget.perSession + session!.stateBytes + events + MemoryBudget.perSession + other.stateBytes)
+        #expect(await budget.bytesInUse == session!.charged + other.charged)
         session = nil
-        #expect(await budget.bytesInUse == MemoryBudget.perSession + other.stateBytes)
+        #expect(await budget.bytesInUse == other.charged)
+    }
+
+    /// A session of many small screens is charged for each, not for their few bytes of state.
+    @Test func eachFeatureOnScreenIsCharged() async throws {
+        let budget = MemoryBudget(limit: 1 << 30)
+        let path = Array(repeating: #"{"counter":{}}"#, count: 100).joined(separator: ",")
+        let session = try catalog.makeSession(feature: "app", state: json(#"{"path":[\#(path)]}"#), limits: SessionLimits(memory: budget))
+        #expect(await session.featuresOnScreen == 101)
+        #expect(await budget.bytesInUse == MemoryBudget.perSession + 100 * MemoryBudget.perFeature + session.stateBytes)
     }
 
     @Test func onceSpentAChangeThatGrowsTheStateIsRefusedAndLeavesTheSessionAsItWas() async throws {

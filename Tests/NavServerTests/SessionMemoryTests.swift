@@ -55,27 +55,31 @@ import TestSupport
             let editor = try #require(created.json["navigation"]?["presentations"]?[0]?["id"]?.stringValue)
             sessions.append((id, token, editor))
         }
-        // 1 MiB at about 65 KB each (the text, and a fixed 5 KiB): 16 fit, and a 17th is made
-        // while they hold a little less than the budget, which it then passes.
+        // 1 MiB at about 68 KB each (the text, 5 KiB, 3 KiB for the editor): 15 fit; a 16th,
+        // once made, would pass the budget, and is dropped.
         let full = try #require(refusal)
         #expect(full.status == 503 && full.json["error"]?["code"] == "over_capacity", "\(full.text)")
         #expect(full.json["error"]?["message"]?.stringValue?.contains("memory") == true)
         #expect(full.header("Retry-After") == "1")
-        #expect(sessions.count == 17, "\(sessions.count) sessions")
+        #expect(sessions.count == 15, "\(sessions.count) sessions")
 
+        // Short of the budget still, a session grows past it…
+        let first = try #require(sessions.first)
+        let path = "/sessions/\(first.id)/features/\(first.editor)/bindings/text"
+        let longer = try await client.request("PUT", path, token: first.token, json: #""\#(text)\#(String(repeating: "y", count: 3000))""#)
+        #expect(longer.status == 200, "\(longer.text)")
         let metrics = try await client.request("GET", "/metrics").text
         #expect(metrics.contains("navd_session_memory_limit_bytes 1048576\n"))
         let used = metrics.split(separator: "\n").first { $0.hasPrefix("navd_session_memory_bytes ") }
             .flatMap { Int($0.split(separator: " ")[1]) }
         #expect((used ?? 0) >= 1 << 20, "\(String(describing: used))")
 
-        // A change that grows a session is refused, and changes nothing; one that does not is made.
-        let first = try #require(sessions.first)
-        let path = "/sessions/\(first.id)/features/\(first.editor)/bindings/text"
-        let grown = try await client.request("PUT", path, token: first.token, json: #""\#(text)\#(String(repeating: "y", count: 1000))""#)
+        // …and from then on a change that grows a session is refused, and changes nothing; one
+        // that does not is made.
+        let grown = try await client.request("PUT", path, token: first.token, json: #""\#(text)\#(String(repeating: "y", count: 4000))""#)
         #expect(grown.status == 503 && grown.json["error"]?["code"] == "over_capacity", "\(grown.text)")
         let unchanged = try await client.request("GET", "/sessions/\(first.id)", headers: [("Authorization", "Bearer \(first.token)")])
-        #expect(unchanged.json["version"]?.intValue == 0)
+        #expect(unchanged.json["version"]?.intValue == 1)
         let shrunk = try await client.request("PUT", path, token: first.token, json: #""short""#)
         #expect(shrunk.status == 200, "\(shrunk.text)")
         // Reads and streams go on.

@@ -5,8 +5,8 @@ import Synchronization
 /// bound can still hold more than the machine has.
 ///
 /// Each session is charged what grows with its clients' input: the bytes of its state (as
-/// compact JSON), the encoded bytes of the events it keeps for resuming, and a fixed `perSession`
-/// for the rest (its models, tree and bookkeeping, about what an idle session takes). The
+/// compact JSON), the encoded bytes of the events it keeps for resuming, `perFeature` for each
+/// feature it shows past the root, and a fixed `perSession` for the rest. The
 /// charge follows every batch and rollback and is given back when the session goes away.
 ///
 /// Once the budget is spent, sessions stop growing: a host makes no new session, a session's kept
@@ -23,8 +23,18 @@ public final class MemoryBudget: Sendable, Equatable {
     public let limit: Int
     private let used = Atomic<Int>(0)
 
-    /// What each session is charged besides its state and events.
+    /// What each session is charged besides its state and events: about what an idle one takes.
     public static let perSession = 5 << 10
+    /// What each feature on screen past the root is charged: its model, node and place in the
+    /// tree take about this (measured: 400 counters pushed took 1.2 MB), whatever its state's
+    /// bytes, so a session of many small screens is not counted as a few bytes.
+    public static let perFeature = 3 << 10
+
+    /// What a session with `features` on screen, `stateBytes` of state and `eventBytes` of kept
+    /// events is charged.
+    static func charge(features: Int, stateBytes: Int, eventBytes: Int) -> Int {
+        perSession + perFeature * max(0, features - 1) + stateBytes + eventBytes
+    }
 
     public init(limit: Int) {
         self.limit = max(0, limit)
@@ -38,7 +48,7 @@ public final class MemoryBudget: Sendable, Equatable {
     public var isSpent: Bool { bytesInUse >= limit }
 
     /// Whether the headroom past the limit is spent too: then no state grows at all.
-    var headroomIsSpent: Bool { bytesInUse >= limit + limit / 8 }
+    var headroomIsSpent: Bool { bytesInUse - limit >= limit / 8 }
 
     /// What one change may add to a session's state once the budget is spent, while there is
     /// headroom: a counter's next digit, a flag, a short text.

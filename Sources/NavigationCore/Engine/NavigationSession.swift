@@ -39,7 +39,9 @@ public actor NavigationSession {
     /// What the session weighs against `limits.maxStateBytes`.
     var stateBytes: Int { reconciler.stateBytes }
     /// What the session is charged in `limits.memory` now; given back when it goes away.
-    private var charged = 0
+    private(set) var charged = 0
+    /// Features on screen, the root included.
+    var featuresOnScreen: Int { reconciler.nodeCount }
     private var durability: Durability?
     /// Failed writes so far: an outcome made before one was undone by it.
     private var rollbacks = 0
@@ -78,7 +80,7 @@ public actor NavigationSession {
         }
         self.reconciler = reconciler
         self.log = EventLog(capacity: limits.eventBufferCount, byteLimit: limits.eventBufferBytes)
-        charged = MemoryBudget.perSession + reconciler.stateBytes
+        charged = MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: 0)
         limits.memory?.charge(charged)
         watchEffects()
     }
@@ -127,7 +129,7 @@ public actor NavigationSession {
         // that changes a little in each of many runs must get a snapshot all the same.
         for entry in entries { durability?.count(entry.events) }
         // Charged whatever the budget holds: what was acknowledged comes back.
-        charged = MemoryBudget.perSession + reconciler.stateBytes + log.bytes
+        charged = MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: log.bytes)
         limits.memory?.charge(charged)
         watchEffects()
     }
@@ -678,7 +680,7 @@ public actor NavigationSession {
     /// Brings the session's charge in `limits.memory` up to date with its state and kept events.
     private func recharge() {
         guard let memory = limits.memory else { return }
-        let now = MemoryBudget.perSession + reconciler.stateBytes + log.bytes
+        let now = MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: log.bytes)
         memory.charge(now - charged)
         charged = now
     }
@@ -889,11 +891,17 @@ public actor NavigationSession {
     /// effect that made it treated as cancelled: there is no request to refuse, and the bound holds all the same. Effects whose
     /// changes land in the same turn are measured, and dropped, together.
     func flush() {
+        // Nothing follows `end`: what cancelled effects change on their way out is not news.
+        guard endEvent == nil else {
+            stateBeforeEffect = nil
+            return
+        }
+        // Nothing changes while a deletion decided on this version is on its way either; should it
+        // fail, the flush after `reopen` measures what the effects changed meanwhile against the
+        // state from before, kept until then.
+        guard !isClosing else { return }
         let before = stateBeforeEffect
         stateBeforeEffect = nil
-        // Nothing follows `end`: what cancelled effects change on their way out is not news.
-        // Nothing changes while a deletion decided on this version is on its way either.
-        guard endEvent == nil, !isClosing else { return }
         // Measured as a request near every bound is (the byte bound's walk forced), since what
         // an effect brings is not known in advance.
         if let before, reconciler.prospectiveViolation(of: limits, carriedBytes: limits.maxStateBytes) != nil || growthExceedsBudget() {
