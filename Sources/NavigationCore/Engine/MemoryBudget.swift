@@ -36,6 +36,7 @@ public final class MemoryBudget: Sendable, Equatable {
         perSession + perFeature * max(0, features - 1) + stateBytes + eventBytes
     }
 
+    /// A budget of `limit` bytes, none of it charged yet.
     public init(limit: Int) {
         self.limit = max(0, limit)
     }
