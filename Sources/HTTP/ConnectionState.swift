@@ -203,6 +203,8 @@ struct ConnectionState {
         var receivingHead: Bool
         var canStartRequest: Bool
         var streamQueuedBytes: Int
+        /// The server's clients hold more than `maxBufferedOutput` waiting for them.
+        var outputPressed = false
     }
 
     enum Timeout: Equatable {
@@ -223,6 +225,10 @@ struct ConnectionState {
         case .streaming(let progress):
             if let asked = progress.closeRequestedAt, now - asked > settings.streamCloseTimeout {
                 return .close(.closedByServer)
+            }
+            // Many clients behind at once: each stream far behind goes, its client to resume.
+            if activity.outputPressed, activity.streamQueuedBytes > settings.streamBufferLimit / 16 {
+                return .close(.tooSlow)
             }
             // Over its limit, a stream holds a large message, or events behind one: not read.
             if progress.isBlocked || activity.outputPending, activity.sinceWriteProgress > settings.streamStallTimeout,

@@ -48,18 +48,28 @@ extension EventLoop {
         updateInterest(connection)
     }
 
-    /// Enforces the timeouts; run every `sweepInterval`.
+    /// Enforces the timeouts; run every `sweepInterval`. Counts what waits for this loop's
+    /// clients on the way, for the server-wide bound (`maxBufferedOutput`), which the count of
+    /// the sweeps before decides.
     func sweep() {
         resumeListeningIfDue()
+        let pressed = settings.maxBufferedOutput.map { shared.bufferedOutput.load(ordering: .relaxed) > $0 } ?? false
+        var waiting = 0
         var index = 0
         while index < connections.count {
-            if let connection = connections[index] { checkTimeouts(connection) }
+            if let connection = connections[index] { waiting += checkTimeouts(connection, pressed: pressed) }
             index += 1
+        }
+        if settings.maxBufferedOutput != nil, waiting != countedOutput {
+            shared.bufferedOutput.add(waiting - countedOutput, ordering: .relaxed)
+            countedOutput = waiting
         }
     }
 
-    private func checkTimeouts(_ connection: Connection) {
+    /// Closes or refuses `connection` if a timeout ran out; returns the bytes waiting for its client.
+    private func checkTimeouts(_ connection: Connection, pressed: Bool) -> Int {
         // The stream's queue is behind a lock: read only when the too-slow rule can look at it.
+        // Not waiting, a stream's queue is empty or about to be written.
         let waiting = connection.state.isStreamBlocked || !connection.output.isEmpty
         let streamQueuedBytes = waiting ? connection.state.stream?.queuedByteCount ?? 0 : 0
         // Only where a stall ends the connection: an ordinary answer, or a stream over its limit.
@@ -75,13 +85,15 @@ extension EventLoop {
             readPhase: connection.phase,
             receivingHead: connection.scanner.hasStarted || !connection.pending.isEmpty,
             canStartRequest: connection.canStartRequest(settings),
-            streamQueuedBytes: streamQueuedBytes)
+            streamQueuedBytes: streamQueuedBytes,
+            outputPressed: pressed)
         switch connection.state.expired(activity, now: now, settings: settings) {
-        case nil: break
+        case nil: return connection.output.count + streamQueuedBytes
         case .close(let reason): close(connection, reason: reason)
         case .refuseHead: refuse(connection, .requestTimeout, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
         case .refuseBody: refuseBody(connection, .requestTimeout)
         }
+        return 0
     }
 
     /// A client that reads slowly frees its socket's buffer a little at a time, and Linux

@@ -43,6 +43,8 @@ final class EventLoop: @unchecked Sendable {
     let selector: any IOSelector
     var peers: [EventLoop] = []
     var connections: [Connection?] = []
+    /// What this loop last added to `shared.bufferedOutput`.
+    var countedOutput = 0
     var localMessages: [LoopMessage] = []
     private var spareMessages: [LoopMessage] = []
     var dirty: [Connection] = []

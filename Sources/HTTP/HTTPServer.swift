@@ -91,6 +91,12 @@ public final class HTTPServer: Sendable {
         }
     }
 
+    /// Bytes waiting for clients, as the loops counted them at their last sweeps; counted only
+    /// under `maxBufferedOutput`.
+    public var bufferedOutputBytes: Int {
+        counters.withLock { $0?.bufferedOutput.load(ordering: .relaxed) ?? 0 }
+    }
+
     /// Stops accepting (new connections are refused), closes idle keep-alive connections and
     /// lets in-flight requests finish; their connections close after the response. Event
     /// streams are left open for the application to end.

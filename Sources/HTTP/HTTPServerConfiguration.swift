@@ -35,6 +35,12 @@ extension HTTPServer {
         /// `.tooSlow`, and what it held is freed. An ordinary answer over that size left unread
         /// is closed after this long too (the idle timeout, if shorter).
         public var streamStallTimeout: Duration
+        /// Bytes waiting for clients across every connection (streams' queues, unsent answers),
+        /// nil for no bound beyond each connection's. Past it, every event stream more than a
+        /// sixteenth of `streamBufferLimit` behind is closed as `.tooSlow`, whether its client
+        /// reads or not: each connection's bound holds one slow client, and this holds many.
+        /// Counted at each sweep, so it can be passed for a sweep's interval.
+        public var maxBufferedOutput: Int?
         /// The kernel send buffer of every connection (SO_SNDBUF; Linux reserves twice this).
         /// Left alone, Linux grows it to 4 MiB for a client that does not read its answers, on
         /// top of the answers navd holds for it; fixed, what waits for one client stays small.
@@ -66,6 +72,7 @@ extension HTTPServer {
             idleTimeout: Duration = .seconds(60),
             streamBufferLimit: Int = 1 << 20,
             streamStallTimeout: Duration = .seconds(5),
+            maxBufferedOutput: Int? = nil,
             streamSendBuffer: Int = 64 * 1024,
             connectionSendBuffer: Int = 256 * 1024,
             listenBacklog: Int = 4096,
@@ -85,6 +92,7 @@ extension HTTPServer {
             self.idleTimeout = idleTimeout
             self.streamBufferLimit = streamBufferLimit
             self.streamStallTimeout = streamStallTimeout
+            self.maxBufferedOutput = maxBufferedOutput
             self.streamSendBuffer = streamSendBuffer
             self.connectionSendBuffer = connectionSendBuffer
             self.listenBacklog = listenBacklog
@@ -121,6 +129,7 @@ struct LoopSettings: Sendable {
     let lingerTimeout: Int64
     let streamBufferLimit: Int
     let streamStallTimeout: Int64
+    let maxBufferedOutput: Int?
     let streamSendBuffer: Int32
     let connectionSendBuffer: Int32
     let maxConnections: Int?
@@ -155,6 +164,7 @@ struct LoopSettings: Sendable {
         lingerTimeout = MonotonicClock.nanoseconds(configuration.lingerTimeout)
         streamBufferLimit = max(1, configuration.streamBufferLimit)
         streamStallTimeout = MonotonicClock.nanoseconds(configuration.streamStallTimeout)
+        maxBufferedOutput = configuration.maxBufferedOutput.map { max(0, $0) }
         streamSendBuffer = Int32(clamping: max(4096, configuration.streamSendBuffer))
         connectionSendBuffer = Int32(clamping: max(4096, configuration.connectionSendBuffer))
         maxConnections = configuration.maxConnections

@@ -10,6 +10,9 @@ final class ServerShared: Sendable {
     /// Connections answered at accept without being served (over capacity, shutting down),
     /// kept only to drain their requests: counted apart, so they never hold an admitted slot.
     let refusingConnections = Atomic<Int>(0)
+    /// Bytes waiting for clients on every loop, as each loop counted its own at its last sweep:
+    /// what `maxBufferedOutput` bounds.
+    let bufferedOutput = Atomic<Int>(0)
     /// Round-robin position for handing accepted connections to loops.
     let nextLoop = Atomic<Int>(0)
     /// Set by beginShutdown: accepted connections are answered 503 at once, not served.

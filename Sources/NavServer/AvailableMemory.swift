@@ -16,6 +16,10 @@ enum AvailableMemory {
     /// for connections, the store and what the allocator keeps.
     static var sessionShare: Int { max(1 << 20, bytes / 4) }
 
+    /// The default for `--max-output-buffer`: an eighth. Past it only streams far behind are
+    /// cut, and their clients resume, so it can be tighter than the sessions' share.
+    static var outputShare: Int { max(1 << 20, bytes / 8) }
+
     static var bytes: Int {
         let pages = sysconf(Int32(_SC_PHYS_PAGES)), pageSize = sysconf(Int32(_SC_PAGESIZE))
         let product = pages.multipliedReportingOverflow(by: pageSize)

@@ -34,6 +34,7 @@ public final class NavigationServer: Sendable {
         if configuration.sessionLimits.memory == nil {
             configuration.sessionLimits.memory = MemoryBudget(limit: configuration.maxSessionMemory ?? AvailableMemory.sessionShare)
         }
+        configuration.maxOutputBuffer = configuration.maxOutputBuffer ?? AvailableMemory.outputShare
         self.configuration = configuration
         let metrics = Metrics()
         handler = APIHandler(
@@ -49,6 +50,7 @@ public final class NavigationServer: Sendable {
         httpConfiguration.host = configuration.host
         httpConfiguration.port = configuration.port
         httpConfiguration.maxConnections = configuration.maxConnections
+        httpConfiguration.maxBufferedOutput = configuration.maxOutputBuffer
         httpConfiguration.headerTimeout = configuration.headerTimeout
         httpConfiguration.backend = configuration.io
         http = HTTPServer(configuration: httpConfiguration, handler: handler)
@@ -88,7 +90,8 @@ public final class NavigationServer: Sendable {
     public func logListening(version: String = BuildInfo.version) {
         var fields: [(String, JSON)] = [("version", .string(version)), ("host", .string(configuration.host)), ("port", .int(port)),
                                         ("io", .string(configuration.io.rawValue)), ("allowed_hosts", .string(configuration.hostPolicy.description)),
-                                        ("max_session_memory", .int(configuration.sessionLimits.memory?.limit ?? 0))]
+                                        ("max_session_memory", .int(configuration.sessionLimits.memory?.limit ?? 0)),
+                                        ("max_output_buffer", .int(configuration.maxOutputBuffer ?? 0))]
         switch handler.persistence.storage {
         case nil: fields.append(("store", "memory"))
         case let sqlite as SQLiteSessionStore:

@@ -178,6 +178,21 @@ import Testing
         #expect(state.expired(unread, now: 0, settings: settings) == nil, "taken within the stall timeout")
     }
 
+    /// With the server's clients over `maxBufferedOutput`, a stream more than a sixteenth of its
+    /// limit behind goes at once, whether its client reads or not; one less behind stays.
+    @Test func underOutputPressureAStreamFarBehindClosesAtOnce() {
+        var state = ConnectionState()
+        state.streamStarted(stream(), headOnly: false)
+        var activity = quiet(0)
+        activity.streamQueuedBytes = 6
+        activity.outputPressed = true
+        #expect(state.expired(activity, now: 0, settings: Self.settings) == nil, "6 bytes is a sixteenth of the limit of 100")
+        activity.streamQueuedBytes = 7
+        #expect(state.expired(activity, now: 0, settings: Self.settings) == .close(.tooSlow))
+        activity.outputPressed = false
+        #expect(state.expired(activity, now: 0, settings: Self.settings) == nil, "within its own limit, and reading")
+    }
+
     @Test func lingeringEndsAfterTheLingerTimeoutFromItsStart() {
         var state = ConnectionState()
         _ = state.beginLinger(now: 100 * Self.second, enabled: true)

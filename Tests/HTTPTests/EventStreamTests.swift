@@ -136,6 +136,48 @@ import Testing
         }
     }
 
+    /// Each stream within its own limit, many behind at once pass the server's bound: then the
+    /// ones far behind are closed, with no wait for a stall, until what waits fits again.
+    @Test func clientsBehindTogetherPastTheServersBoundAreClosed() throws {
+        func unreadStreams(_ server: HTTPServer, _ handler: TestHandler, _ count: Int) throws -> ([TestClient], [EventStream]) {
+            var clients: [TestClient] = []
+            for index in 0..<count {
+                let client = try TestClient(port: server.port, receiveBuffer: 4096)
+                try client.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(TestHandler.eventually { handler.streams.withLock { $0.count == index + 1 } })
+                clients.append(client)
+            }
+            return (clients, handler.streams.withLock { $0 })
+        }
+        let payload = [UInt8](repeating: UInt8(ascii: "p"), count: 16 * 1024)
+        // Unbounded, four streams 320 KiB behind each stay open: within their own 1 MiB, and
+        // the stall timeout is a minute.
+        try withServer({ $0.streamStallTimeout = .seconds(60) }) { server, handler in
+            let (clients, streams) = try unreadStreams(server, handler, 4)
+            for _ in 0..<20 { for stream in streams { #expect(stream.send(payload)) } }
+            usleep(1_000_000)
+            #expect(streams.allSatisfy { $0.isOpen })
+            #expect(server.bufferedOutputBytes == 0, "counted only under a bound")
+            withExtendedLifetime(clients) {}
+        }
+        try withServer({ $0.streamStallTimeout = .seconds(60); $0.maxBufferedOutput = 512 * 1024 }) { server, handler in
+            let (clients, streams) = try unreadStreams(server, handler, 4)
+            for _ in 0..<20 { for stream in streams where stream.isOpen { _ = stream.send(payload) } }
+            // Closed until the rest fit: each loop closes its own streams far behind when it sees
+            // the total past the bound, and counts what is left.
+            #expect(TestHandler.eventually { !streams.allSatisfy { $0.isOpen } })
+            // What is left is counted as it is (none, when both loops saw the total at once).
+            #expect(TestHandler.eventually {
+                server.bufferedOutputBytes <= 512 * 1024
+                    && server.bufferedOutputBytes == streams.filter { $0.isOpen }.reduce(0) { $0 + $1.queuedByteCount }
+            })
+            let closed = handler.closeReasons.withLock { $0 }
+            #expect(!closed.isEmpty && closed.allSatisfy { $0 == .tooSlow }, "\(closed)")
+            #expect(closed.count == streams.filter { !$0.isOpen }.count)
+            withExtendedLifetime(clients) {}
+        }
+    }
+
     @Test func oneMessageLargerThanTheLimitReachesAReaderThatKeepsUp() throws {
         try withServer({ $0.streamBufferLimit = 64 * 1024 }) { server, handler in
             let client = try TestClient(port: server.port)

@@ -66,7 +66,8 @@ import TestSupport
     static func scrape() async throws -> String {
         let server = try await TestServer()
         let (id, token) = try await server.session("counter")
-        let client = try server.client()
+        // `?wait=true` may take its whole 10 s on a busy machine: the client waits longer.
+        let client = try server.client(timeoutSeconds: 30)
         _ = try await client.act(id, token: token, "incrementButtonTapped")
         _ = try await client.act(id, token: token, "factButtonTapped", query: "?wait=true")
         _ = try await client.act(id, token: token, "nope")
