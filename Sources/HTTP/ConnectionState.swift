@@ -226,8 +226,12 @@ struct ConnectionState {
             if let asked = progress.closeRequestedAt, now - asked > settings.streamCloseTimeout {
                 return .close(.closedByServer)
             }
-            // Many clients behind at once: each stream far behind goes, its client to resume.
-            if activity.outputPressed, activity.streamQueuedBytes > settings.streamBufferLimit / 16 {
+            // Many clients behind at once: a stream whose client takes nothing goes, to resume:
+            // within two sweeps when far behind, after the stall timeout when a little. One
+            // whose client reads stays, however far behind (a large snapshot on its way).
+            if activity.outputPressed, progress.isBlocked || activity.outputPending, activity.streamQueuedBytes > 0,
+               activity.sinceWriteProgress > (activity.streamQueuedBytes > settings.streamBufferLimit / 16
+                   ? 2 * settings.sweepInterval : settings.streamStallTimeout) {
                 return .close(.tooSlow)
             }
             // Over its limit, a stream holds a large message, or events behind one: not read.
@@ -242,7 +246,8 @@ struct ConnectionState {
         // The client leaves an answer unread. A large one (over a stream's limit, as a big
         // snapshot would be) is held only as long as a stream's would: a session's state can be
         // megabytes, and a minute of every such answer left unread is memory a client can pile up.
-        let patience = activity.outputBytes > settings.streamBufferLimit
+        // So is any answer while the server's clients hold more than their bound together.
+        let patience = activity.outputBytes > settings.streamBufferLimit || activity.outputPressed
             ? min(settings.idleTimeout, settings.streamStallTimeout) : settings.idleTimeout
         // Closed as too slow, with a reset: a FIN would queue behind what the socket still holds,
         // and the kernel would go on feeding it to a client that trickles for minutes.

@@ -72,8 +72,9 @@ extension EventLoop {
         // Not waiting, a stream's queue is empty or about to be written.
         let waiting = connection.state.isStreamBlocked || !connection.output.isEmpty
         let streamQueuedBytes = waiting ? connection.state.stream?.queuedByteCount ?? 0 : 0
-        // Only where a stall ends the connection: an ordinary answer, or a stream over its limit.
-        if waiting && (connection.state.stream == nil || streamQueuedBytes > settings.streamBufferLimit) {
+        // Only where a stall ends the connection: an ordinary answer, a stream over its limit, or
+        // any stream behind while the server's clients are over their bound together.
+        if waiting && (connection.state.stream == nil || pressed || streamQueuedBytes > settings.streamBufferLimit) {
             noteClientProgress(connection)
         }
         let activity = ConnectionState.Activity(

@@ -35,11 +35,13 @@ extension HTTPServer {
         /// `.tooSlow`, and what it held is freed. An ordinary answer over that size left unread
         /// is closed after this long too (the idle timeout, if shorter).
         public var streamStallTimeout: Duration
-        /// Bytes waiting for clients across every connection (streams' queues, unsent answers),
-        /// nil for no bound beyond each connection's. Past it, every event stream more than a
-        /// sixteenth of `streamBufferLimit` behind is closed as `.tooSlow`, whether its client
-        /// reads or not: each connection's bound holds one slow client, and this holds many.
-        /// Counted at each sweep, so it can be passed for a sweep's interval.
+        /// Bytes waiting for clients across every connection (streams' queues, unsent answers;
+        /// not what the kernel holds), nil for no bound beyond each connection's. Past it, a
+        /// stream whose client takes nothing is closed as `.tooSlow` within two sweeps when more
+        /// than a sixteenth of `streamBufferLimit` behind, after `streamStallTimeout` when less,
+        /// and an unread answer after `streamStallTimeout`: each connection's bound holds one
+        /// slow client, and this holds many. Clients that read are left alone. Counted at each
+        /// sweep, so it can be passed for a sweep or two.
         public var maxBufferedOutput: Int?
         /// The kernel send buffer of every connection (SO_SNDBUF; Linux reserves twice this).
         /// Left alone, Linux grows it to 4 MiB for a client that does not read its answers, on

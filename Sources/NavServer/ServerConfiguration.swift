@@ -15,8 +15,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// see `MemoryBudget`); nil for a quarter of the memory navd may use (`AvailableMemory`).
     public var maxSessionMemory: Int?
     /// Bytes waiting for clients across all connections (`--max-output-buffer`); nil for an
-    /// eighth of the memory navd may use (`AvailableMemory`). Past it, event streams far behind
-    /// are closed, their clients to resume.
+    /// eighth of the memory navd may use (`AvailableMemory`). Past it, streams and answers their
+    /// clients do not read are closed, their clients to resume.
     public var maxOutputBuffer: Int?
     /// Open connections at once; more are refused with 503 (`--max-connections`); nil for no limit.
     public var maxConnections: Int?
@@ -107,7 +107,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--max-connections", environment: "NAVD_MAX_CONNECTIONS", value: "N", help: "open connections at most; more get 503 and are closed (default unlimited)") { config, value throws(Invalid) in
             config.maxConnections = try integer(value, "--max-connections", in: 1...10_000_000)
         },
-        Option(flag: "--max-output-buffer", environment: "NAVD_MAX_OUTPUT_BUFFER", value: "BYTES", help: "bytes waiting for clients on all connections; past it, streams 64 KiB behind are cut, to resume (default an eighth of memory)") { config, value throws(Invalid) in
+        Option(flag: "--max-output-buffer", environment: "NAVD_MAX_OUTPUT_BUFFER", value: "BYTES", help: "bytes waiting for clients on all connections; past it, clients that read nothing are cut, to resume (default an eighth of memory)") { config, value throws(Invalid) in
             config.maxOutputBuffer = try integer(value, "--max-output-buffer", in: (1 << 20)...(1 << 50))
         },
         Option(flag: "--event-buffer", environment: "NAVD_EVENT_BUFFER", value: "N", help: "events kept per session for resuming streams (default 1024)") { config, value throws(Invalid) in

@@ -176,21 +176,42 @@ import Testing
         #expect(state.expired(unread, now: 0, settings: settings) == .close(.tooSlow))
         unread.sinceWriteProgress = 4 * Self.second
         #expect(state.expired(unread, now: 0, settings: settings) == nil, "taken within the stall timeout")
+        // While the server's clients are over their bound together, a small one too.
+        unread.outputBytes = 10
+        unread.sinceWriteProgress = 6 * Self.second
+        #expect(state.expired(unread, now: 0, settings: settings) == nil)
+        unread.outputPressed = true
+        #expect(state.expired(unread, now: 0, settings: settings) == .close(.tooSlow))
     }
 
-    /// With the server's clients over `maxBufferedOutput`, a stream more than a sixteenth of its
-    /// limit behind goes at once, whether its client reads or not; one less behind stays.
-    @Test func underOutputPressureAStreamFarBehindClosesAtOnce() {
+    /// With the server's clients over `maxBufferedOutput`, a stream whose client takes nothing
+    /// goes within two sweeps when more than a sixteenth of its limit behind, after the stall
+    /// timeout when less; one whose client reads, or that waits for nothing, stays.
+    @Test func underOutputPressureAStreamItsClientDoesNotReadCloses() {
+        let settings = Self.settings
+        #expect(settings.sweepInterval == 250_000_000)
         var state = ConnectionState()
         state.streamStarted(stream(), headOnly: false)
         var activity = quiet(0)
-        activity.streamQueuedBytes = 6
         activity.outputPressed = true
-        #expect(state.expired(activity, now: 0, settings: Self.settings) == nil, "6 bytes is a sixteenth of the limit of 100")
         activity.streamQueuedBytes = 7
-        #expect(state.expired(activity, now: 0, settings: Self.settings) == .close(.tooSlow))
+        activity.sinceWriteProgress = 14 * Self.second
+        #expect(state.expired(activity, now: 0, settings: settings) == nil, "not blocked: the loop writes it")
+        state.streamWrote(blocked: true)
+        #expect(state.expired(activity, now: 0, settings: settings) == .close(.tooSlow))
+        activity.sinceWriteProgress = 400_000_000
+        #expect(state.expired(activity, now: 0, settings: settings) == nil, "its client took some within two sweeps")
+        activity.sinceWriteProgress = 600_000_000
+        #expect(state.expired(activity, now: 0, settings: settings) == .close(.tooSlow))
+        // A sixteenth of the limit of 100 or less behind: the stall timeout (13 s).
+        activity.streamQueuedBytes = 6
+        #expect(state.expired(activity, now: 0, settings: settings) == nil)
+        activity.sinceWriteProgress = 12 * Self.second
+        #expect(state.expired(activity, now: 0, settings: settings) == nil)
+        activity.sinceWriteProgress = 14 * Self.second
+        #expect(state.expired(activity, now: 0, settings: settings) == .close(.tooSlow))
         activity.outputPressed = false
-        #expect(state.expired(activity, now: 0, settings: Self.settings) == nil, "within its own limit, and reading")
+        #expect(state.expired(activity, now: 0, settings: settings) == nil, "within its own limit")
     }
 
     @Test func lingeringEndsAfterTheLingerTimeoutFromItsStart() {

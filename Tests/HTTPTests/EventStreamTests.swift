@@ -137,7 +137,7 @@ import Testing
     }
 
     /// Each stream within its own limit, many behind at once pass the server's bound: then the
-    /// ones far behind are closed, with no wait for a stall, until what waits fits again.
+    /// ones whose clients take nothing are closed, within two sweeps, until what waits fits again.
     @Test func clientsBehindTogetherPastTheServersBoundAreClosed() throws {
         func unreadStreams(_ server: HTTPServer, _ handler: TestHandler, _ count: Int) throws -> ([TestClient], [EventStream]) {
             var clients: [TestClient] = []
@@ -171,10 +171,36 @@ import Testing
                 server.bufferedOutputBytes <= 512 * 1024
                     && server.bufferedOutputBytes == streams.filter { $0.isOpen }.reduce(0) { $0 + $1.queuedByteCount }
             })
+            #expect(TestHandler.eventually { handler.closeReasons.withLock { $0 }.count == streams.filter { !$0.isOpen }.count })
             let closed = handler.closeReasons.withLock { $0 }
             #expect(!closed.isEmpty && closed.allSatisfy { $0 == .tooSlow }, "\(closed)")
-            #expect(closed.count == streams.filter { !$0.isOpen }.count)
             withExtendedLifetime(clients) {}
+        }
+    }
+
+    /// Over the server's bound, a client that reads keeps its stream however far behind it is:
+    /// only those that take nothing are closed.
+    @Test func overTheServersBoundAClientThatReadsSlowlyKeepsItsStream() throws {
+        try withServer({ $0.streamStallTimeout = .seconds(60); $0.maxBufferedOutput = 256 * 1024 }) { server, handler in
+            let reader = try TestClient(port: server.port, receiveBuffer: 4096)
+            try reader.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = try reader.read(until: "\r\n\r\n")
+            let idle = try TestClient(port: server.port, receiveBuffer: 4096)
+            try idle.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(TestHandler.eventually { handler.streams.withLock { $0.count == 2 } })
+            let (readStream, idleStream) = handler.streams.withLock { ($0[0], $0[1]) }
+            let message = [UInt8](repeating: UInt8(ascii: "m"), count: 512 * 1024)
+            #expect(readStream.send(message) && idleStream.send(message))
+            // About 160 KB a second: over three seconds to take it all, far behind all along.
+            var taken = 0
+            while taken < message.count {
+                taken += try reader.read(count: min(16 * 1024, message.count - taken)).count
+                usleep(100_000)
+                if taken > 128 * 1024 { #expect(!idleStream.isOpen || TestHandler.eventually { !idleStream.isOpen }) }
+            }
+            #expect(readStream.isOpen, "read all the while, never cut")
+            #expect(handler.closeReasons.withLock { $0 } == [.tooSlow])
+            withExtendedLifetime(idle) {}
         }
     }
 
