@@ -20,12 +20,14 @@ enum AvailableMemory {
     /// are cut, and they resume, so it can be tighter than the sessions' share.
     static var outputShare: Int { max(1 << 20, bytes / 8) }
 
-    static var bytes: Int {
+    /// Read once: neither changes while navd runs, and the control group's files are read
+    /// for each default.
+    static let bytes: Int = {
         let pages = sysconf(Int32(_SC_PHYS_PAGES)), pageSize = sysconf(Int32(_SC_PAGESIZE))
         let product = pages.multipliedReportingOverflow(by: pageSize)
         let physical = pages > 0 && pageSize > 0 && !product.overflow ? product.partialValue : Int.max
         return min(physical, controlGroupLimit() ?? .max)
-    }
+    }()
 
     /// The limit of the control group navd runs in (v2's `memory.max`, else v1's
     /// `memory.limit_in_bytes`); nil where there is none.
@@ -47,8 +49,7 @@ enum AvailableMemory {
                 let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
                 guard fields.count == 3, controller.isEmpty ? fields[1].isEmpty : fields[1].split(separator: ",").contains(Substring(controller))
                 else { continue }
-                let path = fields[2].trimmingSuffix()
-                return path == "/" ? "" : path
+                return fields[2] == "/" ? "" : String(fields[2])
             }
             return nil
         }
@@ -59,13 +60,6 @@ enum AvailableMemory {
 
     /// A limit file's number; nil for `max` (no limit) or what is not one.
     static func limit(_ text: String) -> Int? {
-        Int(text.trimmingSuffix()).flatMap { $0 > 0 ? $0 : nil }
-    }
-}
-
-extension StringProtocol {
-    /// Without the white space (a file's newline) at its end.
-    fileprivate func trimmingSuffix() -> String {
-        String(self.reversed().drop(while: \.isWhitespace).reversed())
+        text.split(separator: "\n").first.flatMap { Int($0.trimmingSpaces) }.flatMap { $0 > 0 ? $0 : nil }
     }
 }

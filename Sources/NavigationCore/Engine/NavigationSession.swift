@@ -904,7 +904,7 @@ public actor NavigationSession {
         stateBeforeEffect = nil
         // Measured as a request near every bound is (the byte bound's walk forced), since what
         // an effect brings is not known in advance.
-        if let before, reconciler.prospectiveViolation(of: limits, carriedBytes: limits.maxStateBytes) != nil || growthExceedsBudget() {
+        if let before, refusal(carrying: limits.maxStateBytes, budgeted: true) != nil {
             tracker.setInTransaction(true)
             restore(before)
             tracker.setInTransaction(false)
