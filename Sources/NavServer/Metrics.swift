@@ -138,7 +138,7 @@ public final class Metrics: Sendable {
         if let memory {
             out.family("navd_session_memory_bytes", "gauge", "What the sessions hold together, as their memory budget counts it: state as JSON, kept events, a share per feature on screen and per session.")
             out.sample("navd_session_memory_bytes", memory.bytesInUse)
-            out.family("navd_session_memory_limit_bytes", "gauge", "The sessions' memory budget (--max-session-memory): past it no session is made or grows.")
+            out.family("navd_session_memory_limit_bytes", "gauge", "The sessions' memory budget (--max-session-memory): past it no session is made, and sessions grow by small steps at most.")
             out.sample("navd_session_memory_limit_bytes", memory.limit)
         }
         out.family("navd_event_streams_open", "gauge", "Event-stream connections currently open.")

@@ -224,7 +224,7 @@ public final class NavigationServer: Sendable {
             if let memory = handler.store.memory, memory.isSpent {
                 handler.log.note(.warn, "over_session_memory", [
                     ("bytes", .int(memory.bytesInUse)), ("max_session_memory", .int(memory.limit)),
-                    ("effect", .string("every session recovered; new ones are refused, and none grows, until they hold less")),
+                    ("effect", .string("every session recovered; new ones are refused, and sessions grow by small steps at most, until they hold less")),
                 ])
             }
             // The records read at start are garbage now: give their memory back at once.

@@ -101,7 +101,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--max-sessions", environment: "NAVD_MAX_SESSIONS", value: "N", help: "sessions at most; more are refused with 503 (default unlimited)") { config, value throws(Invalid) in
             config.maxSessions = try integer(value, "--max-sessions", in: 1...100_000_000)
         },
-        Option(flag: "--max-session-memory", environment: "NAVD_MAX_SESSION_MEMORY", value: "BYTES", help: "state and kept events of all sessions together; past it no session is made or grows (default a quarter of memory)") { config, value throws(Invalid) in
+        Option(flag: "--max-session-memory", environment: "NAVD_MAX_SESSION_MEMORY", value: "BYTES", help: "state and kept events of all sessions together; past it no session is made, and none grows but by small steps (default a quarter of memory)") { config, value throws(Invalid) in
             config.maxSessionMemory = try integer(value, "--max-session-memory", in: (1 << 20)...(1 << 50))
         },
         Option(flag: "--max-connections", environment: "NAVD_MAX_CONNECTIONS", value: "N", help: "open connections at most; more get 503 and are closed (default unlimited)") { config, value throws(Invalid) in
