@@ -211,6 +211,7 @@ import TestSupport
         let first = try Running(Self.flags, dataDirectory: directory)
         try first.waitUntilListening()
         #expect((first.listening["max_session_memory"]?.intValue ?? 0) > 1 << 20, "the default: a share of the machine's memory")
+        #expect((first.listening["max_output_buffer"]?.intValue ?? 0) > 1 << 20, "the default: a share of the machine's memory")
         let client = try LoopbackClient(port: first.port)
         var sessions: [(id: String, token: String)] = []
         for _ in 0..<20 {

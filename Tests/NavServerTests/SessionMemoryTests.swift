@@ -15,8 +15,19 @@ import TestSupport
                 try ServerConfiguration.parse(arguments: ["--max-session-memory", refused], environment: [:])
             }
         }
-        // A quarter of what the machine (or the control group, when it says less) has.
+        // The bound on what waits for clients is read and refused alike.
+        #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).maxOutputBuffer == nil)
+        #expect(try ServerConfiguration.parse(arguments: [], environment: ["NAVD_MAX_OUTPUT_BUFFER": "2097152"]).maxOutputBuffer == 2 << 20)
+        #expect(try ServerConfiguration.parse(arguments: ["--max-output-buffer", "4194304"], environment: [:]).maxOutputBuffer == 4 << 20)
+        for refused in ["1000", "lots", "-1", ""] {
+            #expect(throws: ServerConfiguration.Invalid.self, "\(refused)") {
+                try ServerConfiguration.parse(arguments: ["--max-output-buffer", refused], environment: [:])
+            }
+        }
+        // A quarter of what the machine (or the control group, when it says less) has; an eighth
+        // for what waits for clients.
         #expect(AvailableMemory.sessionShare == AvailableMemory.bytes / 4)
+        #expect(AvailableMemory.outputShare == AvailableMemory.bytes / 8)
         #expect(AvailableMemory.bytes > 64 << 20 && AvailableMemory.bytes < 1 << 50)
         #expect(AvailableMemory.limit("max\n") == nil && AvailableMemory.limit("536870912\n") == 512 << 20)
     }
