@@ -15,6 +15,16 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
+# How long each step took, printed at the end: the whole command should stay near 20 minutes on
+# two cores, and this says where the minutes go.
+timings=""
+step_name="system packages and portability"
+step_started=$SECONDS
+step() {
+  timings+="$(printf '%5d s  %s' $((SECONDS - step_started)) "$step_name")"$'\n'
+  step_name="$1"
+  step_started=$SECONDS
+}
 
 scripts/system-packages.sh --test
 # No Mac at hand: refuse what visibly breaks a Darwin build (unguarded Glibc, stray epoll).
@@ -55,41 +65,56 @@ swift_test() {
   rm -f "$out"
   return "$status"
 }
+step "Swift suites (epoll)"
 swift_suites
 # The same suites on the Dispatch backend (the default off Linux): every end-to-end suite, the
 # process tests included (navd reads NAVD_IO), drives its servers with it.
+step "Swift suites (dispatch)"
 NAVD_IO=dispatch swift_suites --skip-build
+step "documentation"
 # The library products' documentation: every public declaration documented, DocC archives built.
 scripts/docs.sh
+step "example package"
 # The example package hosts a feature of its own through the library products, as another team
 # would; it builds the library targets again in its own .build (only those: --product).
 swift build --package-path Examples/TodoServer --product todo-server -Xswiftc -warnings-as-errors
 swift test --package-path Examples/TodoServer --disable-xctest -Xswiftc -warnings-as-errors 2>&1 | tee -a "$log"
+step "release build and process tests"
 # What people deploy is the release build: its signals and shutdown are tested too.
 swift build -c release --product navd -Xswiftc -warnings-as-errors
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" \
   swift test --skip-build --disable-xctest -Xswiftc -warnings-as-errors --filter ProcessTests 2>&1 | tee -a "$log"
+step "navd-bench"
 # The transaction-cost benchmark, a short run: it must keep running as the engine changes.
 swift build -c release --product navd-bench -Xswiftc -warnings-as-errors
 "$(swift build -c release --show-bin-path)/navd-bench" --quick
+step "JavaScript client and browser"
 # The JavaScript client on recorded event sequences, then the inspector page in a real browser.
 node --test Tests/JavaScript/ 2>&1 | tee -a "$log"
 python3 scripts/browser-test.py .build/debug/navd
+step "schemathesis"
 scripts/schemathesis.sh .build/debug/navd
+step "Python client and metrics"
 scripts/python-client-test.sh .build/debug/navd
 scripts/check-metrics.sh .build/debug/navd
+step "crash tests"
 # kill -9 in the middle of traffic, 20 times, against the release binary (about 30 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 20
 # And 5 rounds with the Dispatch backend driving navd.
 NAVD_IO=dispatch NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/crash-test.sh 5
+step "sanitizers"
 # ThreadSanitizer and AddressSanitizer, each on a navd built for it, under the crash test and the
 # process tests (about 3 min).
 scripts/sanitizer-test.sh 4
+step "cluster"
 # Three nodes on one PostgreSQL behind nginx (deploy/nginx.conf), one killed with -9 (about 20 s).
 NAVD_BINARY="$(swift build -c release --show-bin-path)/navd" scripts/cluster-test.sh
+step "fuzzing"
 # Coverage-guided fuzzing, 15 s per harness (about a minute, plus about as long to build them).
 scripts/fuzz.sh 15
 
+step ""
+printf 'test.sh: time per step (%d s in all)\n%s' "$SECONDS" "$timings"
 # Swift Testing's and node's summaries; any failure has already stopped the script (set -e, pipefail).
 passed=$(sed -n -e 's/.*Test run with \([0-9]*\) tests\{0,1\} in .* passed.*/\1/p' -e 's/^# pass \([0-9]*\)$/\1/p' "$log" | awk '{ sum += $1 } END { print sum + 0 }')
 (( repeated == 0 )) || echo "test.sh: $repeated Swift test run(s) repeated after a crash in libdispatch (see above)"
