@@ -643,6 +643,26 @@ test("a request with no whole answer within requestTimeout throws RequestTimeout
   );
 });
 
+test("closing a session ends its stream's ticket request at once, though the fetch does not heed its signal", async () => {
+  const { fetcher } = fakeFetch();
+  let asked = false;
+  // The ticket request hangs and ignores its signal, as a custom fetch may.
+  const deaf = (url, init) => {
+    if (!url.endsWith("/stream-tickets")) return fetcher(url, init);
+    asked = true;
+    return new Promise(() => {});
+  };
+  const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+  const before = timers();
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: deaf, requestTimeout: 60000 });
+  await until(() => asked);
+  assert.ok(timers() > before, "the request is timed");
+  session.close();
+  await settle();
+  // Its minute-long time limit went with it: nothing is left to keep a page or a process busy.
+  assert.equal(timers(), before);
+});
+
 test("createSession posts the feature and its deep link", async () => {
   const { fetcher, calls } = fakeFetch(() => [201, { id: "s1", token: TOKEN, version: 0, state: {}, navigation: {} }]);
   const created = await createSession("http://navd.test/", "app", { path: [{ settings: {} }] }, { fetch: fetcher });

@@ -741,18 +741,23 @@ async function request(fetcher, method, target, { body, headers = {}, signal, ma
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const forward = () => abort.abort(signal.reason);
-  if (signal?.aborted) forward();
-  else signal?.addEventListener("abort", forward, { once: true });
-  let timer;
-  // Raced as well as aborted: a `fetch` given in the options may not heed its signal.
+  let timer, cut;
+  // Raced as well as aborted: a `fetch` given in the options may not heed its signal, and
+  // neither the time limit nor the caller's abort may wait for it to.
   const expired = new Promise((_, reject) => {
+    cut = reject;
     timer = setTimeout(() => {
       const error = new RequestTimeoutError(limit);
       abort.abort(error);
       reject(error);
     }, timerDelay(limit));
   });
+  const forward = () => {
+    abort.abort(signal.reason);
+    cut(signal.reason);
+  };
+  if (signal?.aborted) forward();
+  else signal?.addEventListener("abort", forward, { once: true });
   const answer = (async () => {
     const response = await fetcher(target, init);
     return [response, await boundedText(response, maxResponseBytes ?? MAX_RESPONSE_BYTES)];
