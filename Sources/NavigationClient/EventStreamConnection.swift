@@ -18,8 +18,9 @@ enum EventStreamConnection {
         case oversized
     }
 
-    /// The items of one stream, in order. Events the consumer has not read yet hold at most
-    /// `maxEventBytes` between them: URLSession cannot be paused, so a consumer that falls that
+    /// The items of one stream, in order. Items the consumer has not read yet hold about
+    /// `maxEventBytes` at most between them (their text, and 128 bytes each, so empty events
+    /// count too): URLSession cannot be paused, so a consumer that falls that
     /// far behind (a main actor busy with a long layout while a server floods) ends the stream
     /// with an error, and the mirror resumes from the last event it applied.
     struct Items: AsyncSequence, Sendable {
@@ -32,7 +33,7 @@ enum EventStreamConnection {
 
             mutating func next(isolation actor: isolated (any Actor)?) async throws(any Error) -> Item? {
                 let item = try await base.next(isolation: actor)
-                if case .event(let event)? = item { unread.read(event) }
+                if let item { unread.read(item) }
                 return item
             }
 
@@ -71,9 +72,14 @@ enum EventStreamConnection {
     }
 }
 
-/// The bytes of events handed on but not read yet, shared by the delegate that hands them on
+/// What the items handed on but not read yet hold, shared by the delegate that hands them on
 /// and the consumer that reads them.
 private final class UnreadBytes: Sendable {
+    /// What an item holds beyond its text: its place in the stream's buffer and the event's
+    /// fields. Counted for every item, so a flood of empty events (`data:` and a blank line,
+    /// seven bytes each on the wire) fills the limit as surely as large ones.
+    static let itemOverhead = 128
+
     private let bytes = Atomic<Int>(0)
     let limit: Int
 
@@ -81,16 +87,21 @@ private final class UnreadBytes: Sendable {
         self.limit = limit
     }
 
-    /// Counts `events` as handed on; false when they would take the unread bytes past the limit
-    /// (one event alone always fits: the parser bounds it by the same limit).
-    func handOn(_ events: [ServerSentEvent]) -> Bool {
-        let added = events.reduce(0) { $0 + $1.data.utf8.count }
+    static func cost(of item: EventStreamConnection.Item) -> Int {
+        guard case .event(let event) = item else { return itemOverhead }
+        return itemOverhead + event.data.utf8.count + event.type.utf8.count + (event.id?.utf8.count ?? 0)
+    }
+
+    /// Counts `items` as handed on; false when they would take the unread bytes past the limit
+    /// (what arrives while nothing waits always fits: the parser bounds an event by the same limit).
+    func handOn(_ items: [EventStreamConnection.Item]) -> Bool {
+        let added = items.reduce(0) { $0 + Self.cost(of: $1) }
         let before = bytes.add(added, ordering: .relaxed).oldValue
         return before == 0 || before + added <= limit
     }
 
-    func read(_ event: ServerSentEvent) {
-        bytes.subtract(event.data.utf8.count, ordering: .relaxed)
+    func read(_ item: EventStreamConnection.Item) {
+        bytes.subtract(Self.cost(of: item), ordering: .relaxed)
     }
 }
 
@@ -141,7 +152,7 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let status = (dataTask.response as? HTTPURLResponse)?.statusCode ?? 0
-        enum Next { case handOn([EventStreamConnection.Item]), refuse(NavdError), fellBehind }
+        enum Next { case handOn([EventStreamConnection.Item]), last([EventStreamConnection.Item]), refuse(NavdError), fellBehind }
         let next: Next = state.withLock { state in
             if state.finished { return .handOn([]) }
             if status != 200 {
@@ -163,14 +174,22 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
                 state.retry = retry
                 items.append(.retry(retry))
             }
-            guard unread.handOn(events) else { return .fellBehind }
             items += events.map(EventStreamConnection.Item.event)
-            if state.parser.oversizedEvents > 0 { items.append(.oversized) }
-            return .handOn(items)
+            // Nothing follows an oversized event (the parser stops there): the stream ends with it.
+            let stops = state.parser.oversizedEvents > 0
+            if stops { items.append(.oversized) }
+            guard unread.handOn(items) else { return .fellBehind }
+            guard stops else { return .handOn(items) }
+            state.finished = true
+            return .last(items)
         }
         switch next {
         case .handOn(let items):
             for item in items { continuation.yield(item) }
+        case .last(let items):
+            for item in items { continuation.yield(item) }
+            continuation.finish()
+            dataTask.cancel()
         case .refuse(let error):
             finish(throwing: error)
             dataTask.cancel()

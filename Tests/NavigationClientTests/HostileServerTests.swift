@@ -208,6 +208,20 @@ struct HostileTreeTests {
         usleep(1_500_000)  // the main actor busy (a long layout): 4 MiB arrive, 1 MiB may wait
         try await until("the stream to be opened again", seconds: 5) { navd.streamsOpened >= 2 }
     }
+
+    /// Empty events count too: a flood of `data:` and a blank line, seven bytes each, fills the
+    /// same bound by what each event holds in memory, and ends the stream.
+    @Test func aFloodOfEmptyEventsWhileTheMainActorIsBusyEndsTheStream() async throws {
+        let navd = try ScriptedNavd(repeats: 64, hold: 10) { _ in String(repeating: "data:\n\n", count: 10_000) }
+        defer { navd.stop() }
+        let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: Self.fastRetry,
+                                      maxEventBytes: 1 << 20)
+        mirror.start()
+        defer { mirror.stop() }
+        try await until("open") { mirror.connection == .open }
+        usleep(1_500_000)  // the main actor busy: 640,000 events arrive, about 8,000 may wait
+        try await until("the stream to be opened again", seconds: 5) { navd.streamsOpened >= 2 }
+    }
 }
 
 /// A navd impostor on a loopback port: `POST …/stream-tickets` gets a ticket; a path `answer`
