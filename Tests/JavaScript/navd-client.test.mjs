@@ -76,7 +76,8 @@ class FakeStream {
     this.url = url;
     this.headers = { ...init.headers };
     this.closed = false;
-    this.body = new ReadableStream({ start: (controller) => { this.controller = controller; } });
+    this.cancelled = false;
+    this.body = new ReadableStream({ start: (controller) => { this.controller = controller; }, cancel: () => { this.cancelled = true; } });
     init.signal?.addEventListener("abort", () => {
       this.closed = true;
       try {
@@ -661,6 +662,25 @@ test("closing a session ends its stream's ticket request at once, though the fet
   await settle();
   // Its minute-long time limit went with it: nothing is left to keep a page or a process busy.
   assert.equal(timers(), before);
+});
+
+test("closing a session, or replacing its stream, hangs the stream up, though the fetch does not heed its signal", async () => {
+  const counter = fixtures.find((f) => f.name === "counter.json");
+  const { fetcher, streams } = fakeFetch();
+  // A wrapper that drops the signal, as a logging or retrying fetch may.
+  const deaf = (url, init) => fetcher(url, { ...init, signal: undefined });
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: deaf, idleTimeout: 60, retry: { initial: 1, max: 1 } });
+  try {
+    await until(() => streams.length === 1);
+    streams[0].send(counter.events[0]);
+    await until(() => session.connection === "open");
+    // Fell silent: replaced, and the silent one hung up.
+    await until(() => streams.length === 2);
+    await until(() => streams[0].cancelled);
+  } finally {
+    session.close();
+  }
+  await until(() => streams.at(-1).cancelled);
 });
 
 test("createSession posts the feature and its deep link", async () => {

@@ -539,14 +539,16 @@ export class Session {
       }
       return this.broken();
     }
-    if (this.stream !== stream) return;
-    if (response.status === 404) return this.finish("gone");
+    // A body not read is cancelled, not left to the signal: a `fetch` option may not heed it.
+    const drop = () => response.body?.cancel().catch(() => {});
+    if (this.stream !== stream) return drop();
+    if (response.status === 404) return drop(), this.finish("gone");
     // Any other refusal (a ticket spent or expired meanwhile: 401) heals with a new ticket.
     // A 204 or 205 has no body to read, whatever its Content-Type says.
-    if (!response.ok || !response.body || !/^text\/event-stream/i.test(response.headers.get("Content-Type") ?? "")) return this.broken();
+    if (!response.ok || !response.body || !/^text\/event-stream/i.test(response.headers.get("Content-Type") ?? "")) return drop(), this.broken();
     this.setConnection("open");
     // A listener may have closed the session on hearing it.
-    if (this.stream !== stream) return;
+    if (this.stream !== stream) return drop();
     await this.read(stream, response.body);
   }
 
@@ -556,6 +558,10 @@ export class Session {
     const decoder = new TextDecoder();
     try {
       const reader = body.getReader();
+      // Stopping the stream hangs it up here too: a `fetch` option may not heed the signal.
+      const hangUp = () => reader.cancel().catch(() => {});
+      if (stream.signal.aborted) hangUp();
+      else stream.signal.addEventListener("abort", hangUp, { once: true });
       for (;;) {
         this.arm(stream);
         const { value, done } = await reader.read();
