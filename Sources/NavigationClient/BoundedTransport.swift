@@ -10,10 +10,13 @@ import FoundationNetworking
 final class BoundedTransport: Sendable {
     private let session: URLSession
     private let bodies: BoundedBodies
+    /// The configuration's bound on a silence while an answer is awaited or read.
+    let idleTimeout: TimeInterval
 
     init(configuration: URLSessionConfiguration, maxResponseBytes: Int) {
         let configuration = configuration.copy() as? URLSessionConfiguration ?? .ephemeral
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        idleTimeout = configuration.timeoutIntervalForRequest
         bodies = BoundedBodies(limit: maxResponseBytes)
         session = URLSession(configuration: configuration, delegate: bodies, delegateQueue: nil)
     }

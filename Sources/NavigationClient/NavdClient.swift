@@ -78,7 +78,10 @@ public struct NavdClient: Sendable {
     /// The calls of session `id`, authorized by `token`.
     public func session(id: String, token: String) -> SessionClient { SessionClient(client: self, id: id, token: token) }
 
-    func send(_ method: String, path: String, query: [URLQueryItem] = [], body: JSONValue?, token: String?, ifMatch: Int?) async throws(NavdError) -> JSONValue {
+    /// `waits`: how long navd may hold the answer back on purpose (a `wait`), added to the
+    /// configuration's bound on silence, which would otherwise cut a wait off as a dead connection.
+    func send(_ method: String, path: String, query: [URLQueryItem] = [], body: JSONValue?, token: String?, ifMatch: Int?,
+              waits: TimeInterval = 0) async throws(NavdError) -> JSONValue {
         guard var components = URLComponents(url: baseURL.appending(path: path), resolvingAgainstBaseURL: false) else {
             throw .transport("bad URL for \(path)")
         }
@@ -87,6 +90,7 @@ public struct NavdClient: Sendable {
         var request = URLRequest(url: url)
         request.httpMethod = method
         request.cachePolicy = .reloadIgnoringLocalCacheData
+        if waits > 0 { request.timeoutInterval = transport.idleTimeout + waits }
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         if let ifMatch { request.setValue("\"\(ifMatch)\"", forHTTPHeaderField: "If-Match") }
         if let body {
@@ -208,14 +212,18 @@ public struct SessionClient: Sendable {
 
     private func mutate(_ method: String, _ rest: String, body: JSONValue?, ifMatch: Int?, wait: Bool = false) async throws(NavdError) -> MutationResult {
         var query: [URLQueryItem] = []
+        // navd's own bound on a wait is 10 s, and no `?timeout=` may pass 60 s.
+        var waits: TimeInterval = 0
         if wait {
             query.append(URLQueryItem(name: "wait", value: "true"))
+            waits = 60
             if let waitTimeout {
                 let (seconds, attoseconds) = waitTimeout.components
-                query.append(URLQueryItem(name: "timeout", value: String(Double(seconds) + Double(attoseconds) / 1e18)))
+                waits = Double(seconds) + Double(attoseconds) / 1e18
+                query.append(URLQueryItem(name: "timeout", value: String(waits)))
             }
         }
-        let answer = try await client.send(method, path: path(rest), query: query, body: body, token: token, ifMatch: ifMatch)
+        let answer = try await client.send(method, path: path(rest), query: query, body: body, token: token, ifMatch: ifMatch, waits: waits)
         guard let version = answer["version"]?.intValue, case .array(let events)? = answer["events"] else {
             throw .invalidResponse("\(method) \(rest) without version and events")
         }

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import NavigationClient
 import Observation
 import Synchronization
@@ -281,5 +284,21 @@ import Testing
         _ = try await session.perform("factButtonTapped", wait: true)
         _ = try await session.perform("incrementButtonTapped")
         #expect(asked.withLock { $0 } == ["/sessions/s/actions?wait=true&timeout=2.5", "/sessions/s/actions"])
+    }
+
+    /// navd holds a `wait`'s answer back on purpose: the configuration's bound on silence does
+    /// not cut it off as a dead connection (the action took effect, and a retry would do it twice).
+    @Test func aWaitOutlastsTheConfiguredSilenceByItsOwnBound() async throws {
+        let navd = try ScriptedNavd(answer: { path in
+            guard path.contains("/actions") else { return nil }
+            if path.contains("wait=true") { usleep(1_500_000) }  // the effect takes a while
+            return #"{"version":1,"events":[]}"#
+        }) { _ in "" }
+        defer { navd.stop() }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 1
+        var session = NavdClient(baseURL: navd.client.baseURL, configuration: configuration).session(id: "s", token: "t")
+        session.waitTimeout = .seconds(2)
+        #expect(try await session.perform("factButtonTapped", wait: true).version == 1)
     }
 }

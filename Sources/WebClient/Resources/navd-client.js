@@ -38,7 +38,7 @@ export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
  */
 export const REQUEST_TIMEOUT_MS = 30000;
 
-/** The longest a `wait` may last on navd (`?timeout=` and `--wait-timeout` are at most 60 s). */
+/** The longest a `wait` may last on navd (`?timeout=` is at most 60 s; its own bound is 10 s). */
 const LONGEST_WAIT_MS = 60000;
 
 /** The event types of API.md, in the order a client must handle them. */
