@@ -12,6 +12,8 @@ final class BoundedTransport: Sendable {
     private let bodies: BoundedBodies
     /// The configuration's bound on a silence while an answer is awaited or read.
     let idleTimeout: TimeInterval
+    /// A copy of the configuration the client was made with, for its event streams.
+    var configuration: URLSessionConfiguration { session.configuration }
 
     init(configuration: URLSessionConfiguration, maxResponseBytes: Int) {
         let configuration = configuration.copy() as? URLSessionConfiguration ?? .ephemeral

@@ -50,8 +50,9 @@ enum EventStreamConnection {
     /// Opens `url`. `idleTimeout` bounds the silence between bytes: navd sends a comment at
     /// least every 15 s, so a longer silence means the connection is gone. `maxEventBytes`
     /// bounds one event (`ServerSentEventParser.maxEventBytes`), and the events not read yet.
+    /// `configuration` is the client's own (proxies, headers, TLS), as for every other request.
     static func open(_ url: URL, idleTimeout: TimeInterval, maxEventBytes: Int,
-                     configuration: URLSessionConfiguration = .ephemeral) -> Items {
+                     configuration: URLSessionConfiguration) -> Items {
         let unread = UnreadBytes(limit: maxEventBytes)
         let base = AsyncThrowingStream<Item, any Error>(bufferingPolicy: .unbounded) { continuation in
             let delegate = StreamDelegate(continuation: continuation, maxEventBytes: maxEventBytes, unread: unread)

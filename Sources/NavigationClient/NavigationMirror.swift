@@ -98,7 +98,7 @@ public final class NavigationMirror {
                     throw error
                 }
                 let stream = EventStreamConnection.open(try streamURL(ticket: ticket), idleTimeout: idleTimeout,
-                                                        maxEventBytes: maxEventBytes)
+                                                        maxEventBytes: maxEventBytes, configuration: session.client.transport.configuration)
                 for try await item in stream {
                     // `stop()` may have run while this waited for the item.
                     if connection == .ended { return }

@@ -180,6 +180,11 @@ public enum Loopback {
     }
 
     static func readRequestPath(_ fd: Int32) -> String {
+        path(ofHead: readRequestHead(fd))
+    }
+
+    /// The request's head as text, up to its blank line.
+    static func readRequestHead(_ fd: Int32) -> String {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while !received.contains(sequence: [13, 10, 13, 10]) {
@@ -187,8 +192,12 @@ public enum Loopback {
             guard count > 0 else { break }
             received += buffer[0..<count]
         }
-        let line = String(decoding: received.prefix { $0 != 13 }, as: UTF8.self)
-        let parts = line.split(separator: " ")
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    /// The target of a request head's first line.
+    static func path(ofHead head: String) -> String {
+        let parts = head.prefix { $0 != "\r" }.split(separator: " ")
         return parts.count > 1 ? String(parts[1]) : "/"
     }
 

@@ -209,6 +209,21 @@ struct HostileTreeTests {
         try await until("the stream to be opened again", seconds: 5) { navd.streamsOpened >= 2 }
     }
 
+    /// The client's URLSession configuration (here a header an API gateway wants) reaches the
+    /// event stream as it reaches every other request.
+    @Test func theStreamIsOpenedWithTheClientsConfiguration() async throws {
+        let navd = try ScriptedNavd(hold: 1) { _ in "" }
+        defer { navd.stop() }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = ["X-Gateway-Key": "k1"]
+        let mirror = NavigationMirror(session: NavdClient(baseURL: navd.baseURL, configuration: configuration).session(id: "s", token: "t"),
+                                      retry: Self.fastRetry)
+        mirror.start()
+        defer { mirror.stop() }
+        try await until("the stream to be opened") { navd.streamsOpened >= 1 }
+        #expect(navd.streamHeads.first?.lowercased().contains("x-gateway-key: k1\r\n") == true, "\(navd.streamHeads)")
+    }
+
     /// Empty events count too: a flood of `data:` and a blank line, seven bytes each, fills the
     /// same bound by what each event holds in memory, and ends the stream.
     @Test func aFloodOfEmptyEventsWhileTheMainActorIsBusyEndsTheStream() async throws {
@@ -232,8 +247,12 @@ final class ScriptedNavd: Sendable {
     let port: Int
     private let listener: Int32
     private let opened = Mutex(0)
+    private let heads = Mutex<[String]>([])
     var streamsOpened: Int { opened.withLock { $0 } }
-    var client: NavdClient { NavdClient(baseURL: URL(string: "http://127.0.0.1:\(port)")!) }
+    /// The heads of the event-stream requests, in order.
+    var streamHeads: [String] { heads.withLock { $0 } }
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var client: NavdClient { NavdClient(baseURL: baseURL) }
 
     init(head: String = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
          repeats: Int = 1, hold: TimeInterval = 3, drip: Bool = false,
@@ -243,7 +262,8 @@ final class ScriptedNavd: Sendable {
         let listener = self.listener
         Thread { [self] in
             Loopback.serveEach(listener) { connection in
-                let path = Loopback.readRequestPath(connection)
+                let request = Loopback.readRequestHead(connection)
+                let path = Loopback.path(ofHead: request)
                 if path.hasSuffix("/stream-tickets") {
                     let json = #"{"ticket":"t","expiresIn":60}"#
                     Loopback.send(connection, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\nConnection: close\r\n\r\n\(json)")
@@ -257,6 +277,7 @@ final class ScriptedNavd: Sendable {
                     count += 1
                     return count - 1
                 }
+                self.heads.withLock { $0.append(request) }
                 guard Loopback.send(connection, head) else { return }
                 let piece = body(number)
                 for _ in 0..<repeats { guard Loopback.send(connection, piece) else { return } }
