@@ -12,7 +12,7 @@ const here = fileURLToPath(new URL(".", import.meta.url));
 // As a browser loads it: one ES module from one file, whatever package.json says.
 const source = readFileSync(`${here}/../../Sources/WebClient/Resources/navd-client.js`, "utf8");
 const client = await import(`data:text/javascript;base64,${Buffer.from(source).toString("base64")}`);
-const { NavigationMirror, MirrorError, NavdError, EventStreamParser, EventTooLargeError, ResponseTooLargeError, RequestTimeoutError, NAVD_RETRY_MS, MIN_ADVISED_RETRY_MS, connect, createSession } = client;
+const { NavigationMirror, MirrorError, NavdError, EventStreamParser, EventTooLargeError, ResponseTooLargeError, RequestTimeoutError, InvalidResponseError, NAVD_RETRY_MS, MIN_ADVISED_RETRY_MS, connect, createSession } = client;
 
 const fixtures = readdirSync(`${here}/fixtures`)
   .filter((name) => name.endsWith(".json"))
@@ -681,6 +681,19 @@ test("closing a session, or replacing its stream, hangs the stream up, though th
     session.close();
   }
   await until(() => streams.at(-1).cancelled);
+});
+
+test("a success that is not navd's JSON (a portal's page with 200) throws InvalidResponseError", async () => {
+  const page = async () => new Response("<html>sign in to the Wi-Fi</html>", { status: 200, headers: { "Content-Type": "text/html" } });
+  await assert.rejects(createSession("http://navd.test", "counter", undefined, { fetch: page }), InvalidResponseError);
+  const { fetcher } = fakeFetch();
+  const portal = (url, init) => (url.includes("/actions") ? page() : fetcher(url, init));
+  const session = connect("http://navd.test", { id: "s1", token: TOKEN, fetch: portal });
+  try {
+    await assert.rejects(session.perform("root", "incrementButtonTapped"), (error) => error instanceof InvalidResponseError && error.status === 200);
+  } finally {
+    session.close();
+  }
 });
 
 test("createSession posts the feature and its deep link", async () => {

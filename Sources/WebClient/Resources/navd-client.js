@@ -74,6 +74,18 @@ export class ResponseTooLargeError extends Error {
   }
 }
 
+/**
+ * A success whose body is not navd's (a captive portal's or a proxy's page with status 200):
+ * whether the request took effect is unknown.
+ */
+export class InvalidResponseError extends Error {
+  constructor(status, text) {
+    super(`a ${status} answer that is not a JSON object: ${text.slice(0, 200)}`);
+    this.name = "InvalidResponseError";
+    this.status = status;
+  }
+}
+
 /** A request that had no whole answer within its time: it may or may not have taken effect. */
 export class RequestTimeoutError extends Error {
   constructor(timeout) {
@@ -786,5 +798,7 @@ async function request(fetcher, method, target, { body, headers = {}, signal, ma
   if (!response.ok) {
     throw new NavdError(response.status, json?.error?.code ?? "http_error", json?.error?.message ?? (text || response.statusText));
   }
+  // navd answers a success with a JSON object, or with nothing (204).
+  if (text && (json === null || typeof json !== "object" || Array.isArray(json))) throw new InvalidResponseError(response.status, text);
   return json;
 }
