@@ -227,14 +227,17 @@ public struct SessionClient: Sendable {
         guard let version = answer["version"]?.intValue, case .array(let events)? = answer["events"] else {
             throw .invalidResponse("\(method) \(rest) without version and events")
         }
+        // The change is made: an event this client cannot read (a newer navd's) does not make
+        // the call fail, which a caller could retry and so make twice. The events from there on
+        // are left to the stream, which brings them in order; none is skipped in between.
         var envelopes: [MutationResult.Envelope] = []
         for envelope in events {
-            guard let id = envelope["id"]?.intValue, let type = envelope["event"]?.stringValue, let data = envelope["data"] else { continue }
-            let bytes: Data
-            do { bytes = try JSONEncoder().encode(data) } catch { throw .invalidResponse("\(error)") }
-            do {
-                if let event = try NavigationEvent(type: type, data: bytes) { envelopes.append(.init(id: id, event: event)) }
-            } catch { throw .invalidResponse("event \(type): \(error)") }
+            guard let id = envelope["id"]?.intValue, let type = envelope["event"]?.stringValue, let data = envelope["data"],
+                  let bytes = try? JSONEncoder().encode(data) else { break }
+            let event: NavigationEvent?
+            do { event = try NavigationEvent(type: type, data: bytes) } catch { break }
+            // A type this client does not know is skipped, as on the stream.
+            if let event { envelopes.append(.init(id: id, event: event)) }
         }
         return MutationResult(version: version, _events: envelopes, effectsPending: answer["effectsPending"]?.boolValue ?? false)
     }

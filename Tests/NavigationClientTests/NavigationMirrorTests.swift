@@ -286,6 +286,21 @@ import Testing
         #expect(asked.withLock { $0 } == ["/sessions/s/actions?wait=true&timeout=2.5", "/sessions/s/actions"])
     }
 
+    /// A change that was made is not reported as failed for an event this client cannot read
+    /// (a newer navd's style): the events before it come with the answer, the rest on the stream.
+    @Test func anAnswerWithAnEventTheClientCannotReadStillSucceeds() async throws {
+        let present = #"{"id":"p1","parent":"root","slot":"destination.fact","feature":"fact","style":"%@","state":{},"stacks":[]}"#
+        let answer = #"{"version":3,"events":["#
+            + #"{"id":7,"event":"state","data":{"feature":"root","changes":{"count":1}}},"#
+            + #"{"id":8,"event":"present","data":"# + present.replacingOccurrences(of: "%@", with: "hologram") + "},"
+            + #"{"id":9,"event":"state","data":{"feature":"root","changes":{"count":2}}}]}"#
+        let navd = try ScriptedNavd(answer: { path in path.contains("/actions") ? answer : nil }) { _ in "" }
+        defer { navd.stop() }
+        let result = try await navd.client.session(id: "s", token: "t").perform("incrementButtonTapped")
+        #expect(result.version == 3)
+        #expect(result.events.map(\.id) == [7])
+    }
+
     /// navd holds a `wait`'s answer back on purpose: the configuration's bound on silence does
     /// not cut it off as a dead connection (the action took effect, and a retry would do it twice).
     @Test func aWaitOutlastsTheConfiguredSilenceByItsOwnBound() async throws {
