@@ -227,15 +227,16 @@ struct HostileTreeTests {
     /// Empty events count too: a flood of `data:` and a blank line, seven bytes each, fills the
     /// same bound by what each event holds in memory, and ends the stream.
     @Test func aFloodOfEmptyEventsWhileTheMainActorIsBusyEndsTheStream() async throws {
-        let navd = try ScriptedNavd(repeats: 64, hold: 10) { _ in String(repeating: "data:\n\n", count: 10_000) }
+        // Held open longer than the wait below: only the client may end this stream in time.
+        let navd = try ScriptedNavd(repeats: 64, hold: 20) { _ in String(repeating: "data:\n\n", count: 1_000) }
         defer { navd.stop() }
         let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: Self.fastRetry,
-                                      maxEventBytes: 1 << 20)
+                                      maxEventBytes: 256 << 10)
         mirror.start()
         defer { mirror.stop() }
         try await until("open") { mirror.connection == .open }
-        usleep(1_500_000)  // the main actor busy: 640,000 events arrive, about 8,000 may wait
-        try await until("the stream to be opened again", seconds: 5) { navd.streamsOpened >= 2 }
+        usleep(1_500_000)  // the main actor busy: 64,000 events arrive, about 2,000 may wait
+        try await until("the stream to be opened again", seconds: 10) { navd.streamsOpened >= 2 }
     }
 }
 
