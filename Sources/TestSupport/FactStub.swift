@@ -197,7 +197,8 @@ public enum Loopback {
 
     /// The target of a request head's first line.
     static func path(ofHead head: String) -> String {
-        let parts = head.prefix { $0 != "\r" }.split(separator: " ")
+        // "\r\n" is one Character: the line ends where it starts.
+        let parts = head.prefix { $0 != "\r\n" }.split(separator: " ")
         return parts.count > 1 ? String(parts[1]) : "/"
     }
 
