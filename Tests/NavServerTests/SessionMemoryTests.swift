@@ -7,21 +7,19 @@ import TestSupport
 /// none grows, and everything else goes on.
 @Suite struct SessionMemoryTests {
     @Test func theSettingComesFromItsFlagOrVariableAndDefaultsToAShareOfMemory() throws {
-        #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).maxSessionMemory == nil)
-        #expect(try ServerConfiguration.parse(arguments: [], environment: ["NAVD_MAX_SESSION_MEMORY": "2097152"]).maxSessionMemory == 2 << 20)
-        #expect(try ServerConfiguration.parse(arguments: ["--max-session-memory", "4194304"], environment: [:]).maxSessionMemory == 4 << 20)
-        for refused in ["1000", "lots", "-1", ""] {
-            #expect(throws: ServerConfiguration.Invalid.self, "\(refused)") {
-                try ServerConfiguration.parse(arguments: ["--max-session-memory", refused], environment: [:])
-            }
-        }
         // The bound on what waits for clients is read and refused alike.
-        #expect(try ServerConfiguration.parse(arguments: [], environment: [:]).maxOutputBuffer == nil)
-        #expect(try ServerConfiguration.parse(arguments: [], environment: ["NAVD_MAX_OUTPUT_BUFFER": "2097152"]).maxOutputBuffer == 2 << 20)
-        #expect(try ServerConfiguration.parse(arguments: ["--max-output-buffer", "4194304"], environment: [:]).maxOutputBuffer == 4 << 20)
-        for refused in ["1000", "lots", "-1", ""] {
-            #expect(throws: ServerConfiguration.Invalid.self, "\(refused)") {
-                try ServerConfiguration.parse(arguments: ["--max-output-buffer", refused], environment: [:])
+        let settings: [(flag: String, variable: String, value: KeyPath<ServerConfiguration, Int?>)] = [
+            ("--max-session-memory", "NAVD_MAX_SESSION_MEMORY", \.maxSessionMemory),
+            ("--max-output-buffer", "NAVD_MAX_OUTPUT_BUFFER", \.maxOutputBuffer),
+        ]
+        for (flag, variable, value) in settings {
+            #expect(try ServerConfiguration.parse(arguments: [], environment: [:])[keyPath: value] == nil)
+            #expect(try ServerConfiguration.parse(arguments: [], environment: [variable: "2097152"])[keyPath: value] == 2 << 20)
+            #expect(try ServerConfiguration.parse(arguments: [flag, "4194304"], environment: [:])[keyPath: value] == 4 << 20)
+            for refused in ["1000", "lots", "-1", ""] {
+                #expect(throws: ServerConfiguration.Invalid.self, "\(flag) \(refused)") {
+                    try ServerConfiguration.parse(arguments: [flag, refused], environment: [:])
+                }
             }
         }
         // A quarter of what the machine (or the control group, when it says less) has; an eighth

@@ -197,16 +197,9 @@ struct HostileTreeTests {
     /// Events a busy consumer has not read hold at most `maxEventBytes`: past that the stream
     /// ends, and the mirror resumes from what it applied.
     @Test func aFloodWhileTheMainActorIsBusyEndsTheStream() async throws {
+        // 4 MiB arrive while the main actor is busy, 1 MiB may wait.
         let event = "event: ping\ndata: " + String(repeating: "x", count: 64 << 10) + "\n\n"
-        let navd = try ScriptedNavd(repeats: 64, hold: 10) { _ in event }
-        defer { navd.stop() }
-        let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: Self.fastRetry,
-                                      maxEventBytes: 1 << 20)
-        mirror.start()
-        defer { mirror.stop() }
-        try await until("open") { mirror.connection == .open }
-        usleep(1_500_000)  // the main actor busy (a long layout): 4 MiB arrive, 1 MiB may wait
-        try await until("the stream to be opened again", seconds: 5) { navd.streamsOpened >= 2 }
+        try await floodWhileTheMainActorIsBusy(event, maxEventBytes: 1 << 20, hold: 10, reopenedWithin: 5)
     }
 
     /// The client's URLSession configuration (here a header an API gateway wants) reaches the
@@ -227,16 +220,25 @@ struct HostileTreeTests {
     /// Empty events count too: a flood of `data:` and a blank line, seven bytes each, fills the
     /// same bound by what each event holds in memory, and ends the stream.
     @Test func aFloodOfEmptyEventsWhileTheMainActorIsBusyEndsTheStream() async throws {
-        // Held open longer than the wait below: only the client may end this stream in time.
-        let navd = try ScriptedNavd(repeats: 64, hold: 20) { _ in String(repeating: "data:\n\n", count: 1_000) }
+        // 64,000 events arrive while the main actor is busy, about 2,000 may wait.
+        try await floodWhileTheMainActorIsBusy(String(repeating: "data:\n\n", count: 1_000), maxEventBytes: 256 << 10,
+                                               hold: 20, reopenedWithin: 10)
+    }
+
+    /// Sends `piece` 64 times on a stream held open `hold` seconds (longer than `reopenedWithin`,
+    /// so only the client can end it in time) while the main actor sleeps 1.5 s, as in a long
+    /// layout; the mirror must drop the stream and open it again.
+    func floodWhileTheMainActorIsBusy(_ piece: String, maxEventBytes: Int, hold: TimeInterval,
+                                      reopenedWithin seconds: Int) async throws {
+        let navd = try ScriptedNavd(repeats: 64, hold: hold) { _ in piece }
         defer { navd.stop() }
         let mirror = NavigationMirror(session: navd.client.session(id: "s", token: "t"), retry: Self.fastRetry,
-                                      maxEventBytes: 256 << 10)
+                                      maxEventBytes: maxEventBytes)
         mirror.start()
         defer { mirror.stop() }
         try await until("open") { mirror.connection == .open }
-        usleep(1_500_000)  // the main actor busy: 64,000 events arrive, about 2,000 may wait
-        try await until("the stream to be opened again", seconds: 10) { navd.streamsOpened >= 2 }
+        usleep(1_500_000)
+        try await until("the stream to be opened again", seconds: seconds) { navd.streamsOpened >= 2 }
     }
 }
 
