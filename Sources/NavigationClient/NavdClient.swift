@@ -210,13 +210,15 @@ public struct SessionClient: Sendable {
 
     func path(_ rest: String) -> String { "/sessions/\(id)\(rest)" }
 
+    /// The longest a `wait` may last on navd: its own bound is 10 s, and no `?timeout=` may pass 60 s.
+    private static let longestWait: TimeInterval = 60
+
     private func mutate(_ method: String, _ rest: String, body: JSONValue?, ifMatch: Int?, wait: Bool = false) async throws(NavdError) -> MutationResult {
         var query: [URLQueryItem] = []
-        // navd's own bound on a wait is 10 s, and no `?timeout=` may pass 60 s.
         var waits: TimeInterval = 0
         if wait {
             query.append(URLQueryItem(name: "wait", value: "true"))
-            waits = 60
+            waits = Self.longestWait
             if let waitTimeout {
                 let (seconds, attoseconds) = waitTimeout.components
                 waits = Double(seconds) + Double(attoseconds) / 1e18

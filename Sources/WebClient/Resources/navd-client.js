@@ -554,10 +554,16 @@ export class Session {
     // A body not read is cancelled, not left to the signal: a `fetch` option may not heed it.
     const drop = () => response.body?.cancel().catch(() => {});
     if (this.stream !== stream) return drop();
-    if (response.status === 404) return drop(), this.finish("gone");
+    if (response.status === 404) {
+      drop();
+      return this.finish("gone");
+    }
     // Any other refusal (a ticket spent or expired meanwhile: 401) heals with a new ticket.
     // A 204 or 205 has no body to read, whatever its Content-Type says.
-    if (!response.ok || !response.body || !/^text\/event-stream/i.test(response.headers.get("Content-Type") ?? "")) return drop(), this.broken();
+    if (!response.ok || !response.body || !/^text\/event-stream/i.test(response.headers.get("Content-Type") ?? "")) {
+      drop();
+      return this.broken();
+    }
     this.setConnection("open");
     // A listener may have closed the session on hearing it.
     if (this.stream !== stream) return drop();
