@@ -18,15 +18,15 @@ struct FencingTests {
     /// connection is down), so the fence alone must stop them.
     /// `gate`: each claim, once committed, waits for a signal before the node gets it.
     /// `outage`: while it is on, the node's commits and sweeps fail as when the database does not answer.
-    /// `hearsLate`: announcements reach the node that much late (a NOTIFY in flight, a listener
-    /// reconnecting). `maxSessions`: the node's session limit. `deletions`: how the node's
-    /// deleting commits are held or paired (see `DeletionTiming`).
+    /// `heldBack`: announcements reach the node only when the test delivers them (a NOTIFY in
+    /// flight, a listener reconnecting). `maxSessions`: the node's session limit. `deletions`:
+    /// how the node's deleting commits are held or paired (see `DeletionTiming`).
     static func node(_ url: String, deaf: Bool = false, gate: DispatchSemaphore? = nil, outage: StoreOutage? = nil,
-                     hearsLate: Duration? = nil, maxSessions: Int? = nil, deletions: DeletionTiming? = nil,
+                     heldBack: HeldAnnouncements? = nil, maxSessions: Int? = nil, deletions: DeletionTiming? = nil,
                      idleSessionTTL: Duration? = .seconds(3600)) async throws -> TestServer {
         let opened = try await openStore(url)
-        let storage: any SharedSessionStorage = deaf || gate != nil || outage != nil || hearsLate != nil || deletions != nil
-            ? Interfered(opened, deaf: deaf, gate: gate, outage: outage, hearsLate: hearsLate, deletions: deletions) : opened
+        let storage: any SharedSessionStorage = deaf || gate != nil || outage != nil || heldBack != nil || deletions != nil
+            ? Interfered(opened, deaf: deaf, gate: gate, outage: outage, heldBack: heldBack, deletions: deletions) : opened
         return try await TestServer(storage: storage) {
             $0.store = .postgres
             $0.databaseURL = url
@@ -271,7 +271,8 @@ struct FencingTests {
     /// the row gone, which is a deletion, not a takeover, so its streams still get `end`.
     @Test func aWriteThatFindsTheSessionDeletedEndsItsStreamsWithEnd() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
-        let holder = try await Self.node(url, hearsLate: .milliseconds(1500))
+        let heard = HeldAnnouncements()
+        let holder = try await Self.node(url, heldBack: heard)
         let other = try await Self.node(url)
         let (id, token) = try await holder.session("counter")
         let stream = try await Self.openStream(on: holder, id, token: token)
@@ -280,7 +281,8 @@ struct FencingTests {
         #expect(acted.status == 404, "nothing was written: \(acted.text)")
         let closing = try await stream.readEventsUntilClosed()
         #expect(closing.last?.name == "end" && closing.last?.data["reason"] == "deleted", "\(closing.map(\.name))")
-        try await Task.sleep(for: .seconds(2))
+        #expect(await Self.eventually { heard.epochs(of: id).contains(SessionEpoch.deleted) })
+        heard.deliver()
         #expect(try await holder.client().request("GET", "/metrics").text.contains("navd_sessions_released_total 0\n"),
                 "a deletion is no takeover, heard late or not")
         await holder.stop()
@@ -291,7 +293,7 @@ struct FencingTests {
     /// is deleted as both asked, and the holder's streams get `end`.
     @Test func aDeleteRacingOneOnAnotherNodeIsDeletedAsAsked() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
-        let holder = try await Self.node(url, hearsLate: .milliseconds(1500))
+        let holder = try await Self.node(url, heldBack: HeldAnnouncements())
         let other = try await Self.node(url)
         let (id, token) = try await holder.session("counter")
         let stream = try await Self.openStream(on: holder, id, token: token)
@@ -309,13 +311,14 @@ struct FencingTests {
     /// close the streams before the holder's `end`.
     @Test func aWriteRefusedAsDeletedDuringTheHoldersOwnDeleteLeavesTheEndToIt() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
-        let holder = try await Self.node(url, hearsLate: .milliseconds(3000), deletions: DeletionTiming(pairs: true))
+        let timing = DeletionTiming(pairs: true)
+        let holder = try await Self.node(url, heldBack: HeldAnnouncements(), deletions: timing)
         let other = try await Self.node(url)
         let (id, token) = try await holder.session("counter")
         let stream = try await Self.openStream(on: holder, id, token: token)
         #expect(try await other.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")]).status == 204)
         let acting = Task { try await holder.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment) }
-        try await Task.sleep(for: .milliseconds(500))
+        #expect(await Self.eventually { timing.isKeepingAnAnswer }, "the write was refused as deleted, its answer kept")
         let local = try await holder.client().request("DELETE", "/sessions/\(id)", headers: [("Authorization", "Bearer \(token)")])
         let acted = try await acting.value
         #expect(local.status == 204, "\(local.status) \(local.text)")
@@ -332,20 +335,27 @@ struct FencingTests {
     @Test func aStaleDeleteFindingTheRowGoneLeavesTheCopyHeldNowToTheAnnouncement() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
         let timing = DeletionTiming(holdsFirst: true)
-        let a = try await Self.node(url, hearsLate: .milliseconds(1500), deletions: timing)
+        let heard = HeldAnnouncements()
+        let a = try await Self.node(url, heldBack: heard, deletions: timing)
         let b = try await Self.node(url)
         let (id, token) = try await a.session("counter")
         let auth = [("Authorization", "Bearer \(token)")]
         let deleting = Task { try await a.client().request("DELETE", "/sessions/\(id)", headers: auth) }
         #expect(await Self.eventually { timing.isHolding })
         #expect(try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment).status == 200)
-        try await Task.sleep(for: .milliseconds(2500))   // a hears of b's claim and lets its copy go
+        // a hears of b's claim and lets its copy go.
+        #expect(await Self.eventually { heard.epochs(of: id).contains(2) })
+        heard.deliver()
+        #expect(try await Self.metric("navd_sessions_released_total", on: a) == 1)
         let stream = try await Self.openStream(on: a, id, token: token)   // a claims it back, epoch 3
         #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["3"])
-        try await Task.sleep(for: .milliseconds(500))   // b hears of a's claim
+        #expect(await Self.eventually { try await Self.metric("navd_sessions_released_total", on: b) == 1 }, "b heard of a's claim")
         #expect(try await b.client().request("DELETE", "/sessions/\(id)", headers: auth).status == 204)
         timing.release()
         #expect(try await deleting.value.status == 204, "deleted, as asked")
+        // Only now does a hear of b's deletion.
+        #expect(await Self.eventually { heard.epochs(of: id).contains(SessionEpoch.deleted) })
+        heard.deliver()
         let closing = try await stream.readEventsUntilClosed()
         #expect(closing.last?.name == "end" && closing.last?.data["reason"] == "deleted", "\(closing.map(\.name))")
         #expect(try await a.client().request("GET", "/metrics").text.contains("navd_sessions_open 0\n"))
@@ -361,7 +371,8 @@ struct FencingTests {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
         let timing = DeletionTiming(holdsFirst: true)
         let outage = StoreOutage()
-        let holder = try await Self.node(url, outage: outage, deletions: timing)
+        let heard = HeldAnnouncements()
+        let holder = try await Self.node(url, outage: outage, heldBack: heard, deletions: timing)
         let other = try await Self.node(url)
         let (id, token) = try await holder.session("counter")
         let auth = [("Authorization", "Bearer \(token)")]
@@ -369,7 +380,9 @@ struct FencingTests {
         let deleting = Task { try await holder.client().request("DELETE", "/sessions/\(id)", headers: auth) }
         #expect(await Self.eventually { timing.isHolding })
         #expect(try await other.client().request("DELETE", "/sessions/\(id)", headers: auth).status == 204)
-        try await Task.sleep(for: .milliseconds(500))   // the holder hears of it, and leaves it to its own DELETE
+        // The holder hears of it, and leaves it to its own DELETE.
+        #expect(await Self.eventually { heard.epochs(of: id).contains(SessionEpoch.deleted) })
+        heard.deliver()
         outage.failing.store(true, ordering: .relaxed)
         timing.release()
         #expect(try await deleting.value.status == 503)
@@ -476,7 +489,8 @@ struct FencingTests {
     @Test func aTakeoverAnnouncedWhileTheClaimFinishesIsNotLost() async throws {
         let url = try await offThePool { try PostgresServer.freshDatabase() }
         let gate = DispatchSemaphore(value: 0)
-        let a = try await Self.node(url, gate: gate)
+        let heard = HeldAnnouncements()
+        let a = try await Self.node(url, gate: gate, heldBack: heard)
         let b = try await Self.node(url)
         let (id, token) = try await b.session("counter")
         let auth = [("Authorization", "Bearer \(token)")]
@@ -492,7 +506,8 @@ struct FencingTests {
         #expect(counted.json["version"]?.intValue == 1)
         #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["3"])
         // The announcement of b's claim reaches a while a's claim still waits.
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await Self.eventually { heard.epochs(of: id).contains(3) })
+        heard.deliver()
         gate.signal()
         let answer = try await read.value
         #expect(answer.status == 200)
@@ -577,6 +592,13 @@ struct FencingTests {
         return (try? await condition()) == true
     }
 
+    /// The value of an unlabelled counter or gauge in `node`'s `/metrics`.
+    static func metric(_ name: String, on node: TestServer) async throws -> Int? {
+        let text = try await node.client().request("GET", "/metrics").text
+        let line = text.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+        return line.flatMap { Int($0.dropFirst(name.count + 1)) }
+    }
+
     /// A store on `url`, opened as navd opens it.
     static func openStore(_ url: String) async throws -> any SharedSessionStorage {
         var configuration = ServerConfiguration()
@@ -633,9 +655,34 @@ final class DeletionTiming: Sendable {
     }
 
     var isHolding: Bool { held.withLock { $0.submit != nil } }
+    var isKeepingAnAnswer: Bool { kept.withLock { $0 != nil } }
     func release() { held.withLock { $0.submit.take() }?() }
     func keep(_ answer: @escaping @Sendable () -> Void) { kept.withLock { $0 = answer } }
     func answerKept() { kept.withLock { $0.take() }?() }
+}
+
+/// Announcements of other nodes' claims and deletions, held back from a node until the test
+/// delivers them: a NOTIFY in flight, or a listener reconnecting, for exactly as long as an
+/// ordering needs, where a delay would be too short on a busy machine or needlessly long.
+final class HeldAnnouncements: Sendable {
+    private let held = Mutex<[(id: String, epoch: Int, hear: @Sendable () -> Void)]>([])
+
+    func hold(_ id: String, epoch: Int, _ hear: @escaping @Sendable () -> Void) {
+        held.withLock { $0.append((id, epoch, hear)) }
+    }
+
+    /// The epochs announced for session `id` and not yet delivered.
+    func epochs(of id: String) -> [Int] { held.withLock { $0.filter { $0.id == id }.map(\.epoch) } }
+
+    /// Hands the node every announcement held so far, in the order they came; later ones are
+    /// held in turn. The node has acted on them when this returns.
+    func deliver() {
+        let due = held.withLock { held in
+            defer { held = [] }
+            return held
+        }
+        for announcement in due { announcement.hear() }
+    }
 }
 
 /// Commits and sweeps of a node that fail while `failing` is on, as while the database is
@@ -647,23 +694,23 @@ final class StoreOutage: Sendable {
 
 /// A shared store with a fault put in: `deaf`, the node never hears of other nodes' claims;
 /// with a `gate`, its first claim, once committed, reaches the node only when the test says so;
-/// with an `outage`, its commits and sweeps fail while the test says so; `hearsLate`, it hears
-/// announcements that much late; `deletions`, its deleting commits are timed by the test.
+/// with an `outage`, its commits and sweeps fail while the test says so; `heldBack`, it hears
+/// announcements when the test delivers them; `deletions`, its deleting commits are timed by the test.
 private final class Interfered: SharedSessionStorage {
     let store: any SharedSessionStorage
     let deaf: Bool
     let gate: DispatchSemaphore?
     let outage: StoreOutage?
-    let hearsLate: Duration?
+    let heldBack: HeldAnnouncements?
     let deletions: DeletionTiming?
     let gated = Atomic<Bool>(false)
-    init(_ store: any SharedSessionStorage, deaf: Bool, gate: DispatchSemaphore?, outage: StoreOutage?, hearsLate: Duration?,
+    init(_ store: any SharedSessionStorage, deaf: Bool, gate: DispatchSemaphore?, outage: StoreOutage?, heldBack: HeldAnnouncements?,
          deletions: DeletionTiming? = nil) {
         self.store = store
         self.deaf = deaf
         self.gate = gate
         self.outage = outage
-        self.hearsLate = hearsLate
+        self.heldBack = heldBack
         self.deletions = deletions
     }
 
@@ -703,12 +750,8 @@ private final class Interfered: SharedSessionStorage {
     }
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (String, Int) -> Void) {
         guard !deaf else { return }
-        guard let hearsLate else { return store.onTakeover(held: held, body) }
-        let (seconds, attoseconds) = hearsLate.components
-        let late = DispatchTimeInterval.milliseconds(Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
-        store.onTakeover(held: held) { id, epoch in
-            DispatchQueue.global().asyncAfter(deadline: .now() + late) { body(id, epoch) }
-        }
+        guard let heldBack else { return store.onTakeover(held: held, body) }
+        store.onTakeover(held: held) { id, epoch in heldBack.hold(id, epoch: epoch) { body(id, epoch) } }
     }
     func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
         guard let outage else { return store.sweep(inUse: inUse, idle: idle, completion: completion) }
