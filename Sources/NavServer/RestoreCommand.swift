@@ -34,8 +34,12 @@ enum RestoreCommand {
             let path = try SQLiteSessionStore.restore(file, into: directory)
             print("\(program): restored \(file) as \(path); start \(program) with --data-dir \(directory)")
             return 0
+        } catch .cannotOpen(let reason) {
+            // The copy, not a store being opened: its reason names the file or directory at fault.
+            StandardStream.error.writeLine("\(program): cannot restore \(file): \(reason)")
+            return 2
         } catch {
-            StandardStream.error.writeLine("\(program): \(error)")
+            StandardStream.error.writeLine("\(program): cannot restore \(file): \(error)")
             return 2
         }
     }

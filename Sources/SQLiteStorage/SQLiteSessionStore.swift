@@ -152,6 +152,11 @@ public final class SQLiteSessionStore: BackupStorage {
             throw StorageError.cannotOpen("\(path)-wal is there without \(path), so the store is incomplete: restore the file with its log, or remove the log to start with no sessions")
         }
         let fresh = newStore(for: path)
+        // Made here, readable by navd alone, whatever the umask or the directory's mode (a volume
+        // made beforehand): SQLite keeps an existing file's mode, and gives its log the same.
+        // A failure here is SQLite's to report, in the open's words.
+        let file = systemOpen(fresh, O_RDWR | O_CREAT | O_EXCL, 0o600)
+        if file >= 0 { systemClose(file) }
         do {
             let database = try SQLiteDatabase(path: fresh)
             try prepare(database, path: fresh)
@@ -681,6 +686,8 @@ public final class SQLiteSessionStore: BackupStorage {
             error as? StorageError ?? .cannotOpen("\(copy): \(error)")
         }
         // The copy is looked at first: a refused one leaves nothing behind, not even a directory.
+        // SQLite would call a missing or unreadable copy one it is "unable to open".
+        guard access(copy, R_OK) == 0 else { throw .cannotOpen("\(copy): \(String(cString: strerror(errno)))") }
         let source: SQLiteDatabase
         do {
             source = try SQLiteDatabase(path: copy, readOnly: true)

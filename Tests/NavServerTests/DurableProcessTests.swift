@@ -160,7 +160,10 @@ import TestSupport
             #expect(usage.status == 2 && usage.errors.contains("usage:"), "\(arguments): \(usage)")
         }
         let refused = try Self.runNavd(["restore", path, "--data-dir", directory])
-        #expect(refused.status == 2 && refused.errors.contains("holds a store already"), "\(refused)")
+        #expect(refused.status == 2 && refused.errors.contains("cannot restore \(path): \(directory) holds a store already"), "\(refused)")
+        let missing = try Self.runNavd(["restore", path + ".missing", "--data-dir", Self.freshDirectory()])
+        #expect(missing.status == 2 && missing.errors.contains("cannot restore \(path).missing: \(path).missing: No such file or directory"),
+                "\(missing)")
         let restored = Self.freshDirectory()
         defer { try? FileManager.default.removeItem(atPath: restored) }
         let restore = try Self.runNavd(["restore", path], environment: ["NAVD_DATA_DIR": restored])

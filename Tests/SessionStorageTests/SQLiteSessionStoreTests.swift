@@ -352,6 +352,23 @@ import TestSupport
         #expect(try open().loadAll().sessions.map(\.record.id) == ["a"])
     }
 
+    /// A new store and its log are readable by navd alone, like its copies: the umask, or a data
+    /// directory made beforehand (a mounted volume) with room for others, does not open them.
+    @Test func aNewStoreAndItsLogAreReadableByNavdAlone() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o755])
+        let mask = umask(0o022)
+        defer { umask(mask) }
+        let store = try open()
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0))])
+        let file = (directory as NSString).appendingPathComponent("navd.sqlite3")
+        for path in [file, file + "-wal"] {
+            #expect((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) == 0o600, "\(path)")
+        }
+        store.close()
+    }
+
     /// A log left without its database (a restore that missed the file) is refused: opened, SQLite
     /// would replay it onto a new store, which would start without its sessions, and damaged.
     @Test func aLogWithoutItsDatabaseIsRefused() throws {
@@ -669,7 +686,9 @@ import TestSupport
         let stranger = directory + "/stranger.sqlite3"
         try SQLiteDatabase(path: stranger).execute("CREATE TABLE t (x)")
         #expect { try SQLiteSessionStore.restore(stranger, into: directory + "/other") } throws: { "\($0)".contains("is not a navd session store") }
-        #expect { try SQLiteSessionStore.restore(directory + "/missing.sqlite3", into: directory + "/other") } throws: { _ in true }
+        #expect { try SQLiteSessionStore.restore(directory + "/missing.sqlite3", into: directory + "/other") } throws: {
+            "\($0)".contains("missing.sqlite3: No such file or directory")
+        }
         #expect(!FileManager.default.fileExists(atPath: directory + "/other"), "a refused copy makes no directory")
     }
 
