@@ -90,6 +90,16 @@ public final class LoopbackClient: @unchecked Sendable {
 
     public func send(_ text: String) async throws { try await send(Array(text.utf8)) }
 
+    /// Whether the server has sent something (or closed) that no read has taken yet: a client
+    /// still writing can check for an early answer without blocking on a read.
+    public func hasSomethingToRead() async throws -> Bool {
+        try await run { client in
+            if !client.buffer.isEmpty { return true }
+            var ready = pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0)
+            return poll(&ready, 1, 0) > 0
+        }
+    }
+
     /// Runs blocking socket work on the client's queue.
     private func run<T: Sendable>(_ body: @escaping @Sendable (LoopbackClient) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
