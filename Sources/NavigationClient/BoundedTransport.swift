@@ -29,14 +29,21 @@ final class BoundedTransport: Sendable {
         session.finishTasksAndInvalidate()
     }
 
-    /// The answer to `request`, its body whole; a body past `maxResponseBytes` is not read on.
-    func data(for request: URLRequest) async throws(NavdError) -> (Data, HTTPURLResponse) {
+    /// The answer to `request`, its body whole, within `limit` seconds; a body past
+    /// `maxResponseBytes` is not read on. The configuration's bound on silence alone would let a
+    /// server that sends a byte now and then hold a request for as long as it likes.
+    func data(for request: URLRequest, within limit: TimeInterval) async throws(NavdError) -> (Data, HTTPURLResponse) {
         let task = session.dataTask(with: request)
+        let deadline = DispatchWorkItem { [bodies] in bodies.timeOut(task, after: limit) }
+        defer { deadline.cancel() }
         let result: Result<(Data, HTTPURLResponse), NavdError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 bodies.expect(task.taskIdentifier, continuation)
                 // Cancelled before it was expected: the handler below found nothing to answer.
-                if Task.isCancelled { bodies.cancel(task) } else { task.resume() }
+                if Task.isCancelled { bodies.cancel(task) } else {
+                    DispatchQueue.global().asyncAfter(deadline: .now() + limit, execute: deadline)
+                    task.resume()
+                }
             }
         } onCancel: {
             bodies.cancel(task)
@@ -72,6 +79,12 @@ private final class BoundedBodies: NSObject, URLSessionDataDelegate, Sendable {
 
     func cancel(_ task: URLSessionTask) {
         finish(task.taskIdentifier, .failure(.transport("cancelled")))
+        task.cancel()
+    }
+
+    func timeOut(_ task: URLSessionTask, after limit: TimeInterval) {
+        let seconds = limit.rounded() == limit && abs(limit) < 1e15 ? String(Int(limit)) : String(limit)
+        finish(task.taskIdentifier, .failure(.transport("no whole answer within \(seconds) s")))
         task.cancel()
     }
 

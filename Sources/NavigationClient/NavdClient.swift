@@ -49,19 +49,30 @@ public struct NavdClient: Sendable {
     /// Where navd listens, e.g. `http://127.0.0.1:8080`.
     public let baseURL: URL
     let transport: BoundedTransport
+    /// The longest a request may take, answer read included, a `wait` aside.
+    public let requestTimeout: TimeInterval
 
     /// The longest answer read by default: as long as the longest event a mirror takes, since
     /// an answer carries at most a session whole or a batch of its events.
     public static let defaultMaxResponseBytes = 64 << 20
+
+    /// The longest a request takes by default: navd answers in milliseconds, so one still open
+    /// after this is on a connection that died without a word, or a server that is not navd.
+    public static let defaultRequestTimeout: TimeInterval = 30
 
     /// - Parameters:
     ///   - configuration: the transport's settings (timeouts, proxies, headers); the client makes
     ///     a URLSession of its own with them.
     ///   - maxResponseBytes: the longest answer read; a longer one throws `invalidResponse`
     ///     without being read on, so a server that is not navd cannot fill the app's memory.
+    ///   - requestTimeout: seconds a request may take, answer read included, before it throws
+    ///     `transport`; a `wait` gets the wait's own bound on top. The configuration's
+    ///     `timeoutIntervalForRequest` bounds a silence, which a byte now and then resets.
     public init(baseURL: URL, configuration: URLSessionConfiguration = .ephemeral,
-                maxResponseBytes: Int = NavdClient.defaultMaxResponseBytes) {
+                maxResponseBytes: Int = NavdClient.defaultMaxResponseBytes,
+                requestTimeout: TimeInterval = NavdClient.defaultRequestTimeout) {
         self.baseURL = baseURL
+        self.requestTimeout = requestTimeout
         transport = BoundedTransport(configuration: configuration, maxResponseBytes: maxResponseBytes)
     }
 
@@ -97,7 +108,7 @@ public struct NavdClient: Sendable {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             do { request.httpBody = try JSONEncoder().encode(body) } catch { throw .invalidResponse("unencodable body: \(error)") }
         }
-        let (data, http) = try await transport.data(for: request)
+        let (data, http) = try await transport.data(for: request, within: requestTimeout + waits)
         let json = data.isEmpty ? JSONValue.null : ((try? JSONDecoder().decode(JSONValue.self, from: data)) ?? .null)
         guard (200..<300).contains(http.statusCode) else {
             throw .server(status: http.statusCode, body: json, message: String(decoding: data.prefix(512), as: UTF8.self))

@@ -346,6 +346,36 @@ struct HostileAnswerTests {
         }
     }
 
+    /// A server that sends its answer a byte at a time, each well within the bound on silence,
+    /// would hold a request for as long as it likes: the whole answer has `requestTimeout`.
+    @Test func anAnswerThatTricklesIsCutOffAtTheRequestTimeout() async throws {
+        let server = try EndlessAnswer(head: "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
+                                       piece: " ", pause: 100_000, upTo: 100)
+        defer { server.stop() }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 5
+        let client = NavdClient(baseURL: server.url, configuration: configuration, requestTimeout: 1)
+        await #expect { _ = try await client.createSession(feature: "counter") } throws: { error in
+            guard case .transport(let message)? = error as? NavdError else { return false }
+            return message == "no whole answer within 1 s"
+        }
+        try await untilTrue("the server to see the client hang up") { server.peerHungUp }
+    }
+
+    /// A `wait` gets its own bound on top of `requestTimeout`: navd may hold its answer back that long.
+    @Test func aWaitHasItsBoundOnTopOfTheRequestTimeout() async throws {
+        let answer = #"{"version":1,"events":[]}"#
+        let server = try EndlessAnswer(head: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(answer.utf8.count)\r\n\r\n" + answer,
+                                       endless: false, delay: 1_500_000)
+        defer { server.stop() }
+        var session = NavdClient(baseURL: server.url, requestTimeout: 1).session(id: "s", token: "t")
+        session.waitTimeout = .seconds(2)
+        #expect(try await session.perform("incrementButtonTapped", wait: true).version == 1)
+        await #expect { _ = try await session.perform("incrementButtonTapped") } throws: { error in
+            "\(error)" == "transport: no whole answer within 1 s"
+        }
+    }
+
     func untilTrue(_ what: String, _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .seconds(10)
         while !condition() {
@@ -355,8 +385,9 @@ struct HostileAnswerTests {
     }
 }
 
-/// A server that answers every request with `head` and then, when `endless`, zeros for as long
-/// as the client reads them, 16 KiB a millisecond.
+/// A server that answers every request with `head`, `delay` µs after it came, and then, when
+/// `endless`, `piece` every `pause` µs (by default 16 KiB of zeros a millisecond) for as long
+/// as the client reads them, up to `upTo` bytes.
 final class EndlessAnswer: Sendable {
     let url: URL
     private let listener: Int32
@@ -364,13 +395,15 @@ final class EndlessAnswer: Sendable {
     private let hungUp = Atomic<Bool>(false)
     var peerHungUp: Bool { hungUp.load(ordering: .relaxed) }
 
-    init(head: String, endless: Bool = true) throws {
+    init(head: String, endless: Bool = true, delay: useconds_t = 0, piece: String = String(repeating: "0", count: 16 << 10),
+         pause: useconds_t = 1000, upTo limit: Int = 64 << 20) throws {
         let (listener, port) = try Loopback.listen()
         self.listener = listener
         url = URL(string: "http://127.0.0.1:\(port)")!
         Thread { [self] in
             Loopback.serveEach(listener) { connection in
                 _ = Loopback.readRequestPath(connection)
+                if delay > 0 { usleep(delay) }
                 guard Loopback.send(connection, head) else { return }
                 guard endless else {
                     // Closed only once the client has read the answer and hung up: closing
@@ -380,11 +413,10 @@ final class EndlessAnswer: Sendable {
                     self.hungUp.store(true, ordering: .relaxed)
                     return
                 }
-                let piece = String(repeating: "0", count: 16 << 10)
                 while Loopback.send(connection, piece) {
-                    usleep(1000)  // 16 MB/s: a flood, yet one that leaves the client's cancel room to land
-                    // Up to 64 MiB (4 s): a client that never hangs up fails the test, not the machine.
-                    guard self.sent.add(piece.utf8.count, ordering: .relaxed).newValue < 64 << 20 else { return }
+                    usleep(pause)  // 16 MB/s by default: a flood, yet one that leaves the client's cancel room to land
+                    // Bounded (64 MiB, 4 s, by default): a client that never hangs up fails the test, not the machine.
+                    guard self.sent.add(piece.utf8.count, ordering: .relaxed).newValue < limit else { return }
                 }
                 self.hungUp.store(true, ordering: .relaxed)
             }
