@@ -295,6 +295,26 @@ private struct Label: Codable, Equatable, Sendable {
         }
     }
 
+    /// A name is a screen's identity on the wire: one declaration met twice, or two that
+    /// describe alike, are one screen; two that differ would leave one undescribed in
+    /// `GET /features` and the contract, so the catalog refuses to be built.
+    @Test func twoDifferentScreensOfOneNameStopTheCatalogBeingBuilt() async throws {
+        let alike = FeatureCatalog(hosting: [.init(Self.shelf(picked: Self.book)), .init(Self.note())])
+        #expect(alike.screens.map(\.name) == ["shelf", "note", "book"], "two declarations that describe alike are one screen")
+        await #expect(processExitsWith: .failure) {
+            _ = FeatureCatalog(hosting: [.init(Self.shelf(picked: Screen<Book>.value("note") { Book(id: "", title: "") }))])
+        }
+    }
+
+    private static func note() -> Screen<Note> { Screen("note", make: { Note() }) { Field("text", \.text, bindable: true) } }
+
+    private static func shelf(picked: Screen<Book>) -> Screen<Shelf> {
+        Screen("shelf", make: { Shelf() }) {
+            PresentationSlot.item("note", style: .sheet, \.note, screen: note())
+            PresentationSlot.item("picked", style: .sheet, \.picked, screen: picked)
+        }
+    }
+
     @Test func settleLoweringLowersARaisedFlagAndLeavesAnIdleFeatureUnchanged() async throws {
         let idle = try session("{}")
         let unchanged = try await idle.run { session throws(NavigationError) in try session.settleEffects().version }

@@ -30,15 +30,27 @@ public struct FeatureCatalog: Sendable {
 
     /// The description is derived by walking the declarations from the hostable roots, so a
     /// screen can never be left out of it.
+    ///
+    /// A name is a screen's identity on the wire (`GET /features`, a node's `feature`, the
+    /// contract's `<Name>State`): two screens that share one must be one declaration, or two
+    /// that describe alike. Others would leave one of them undescribed, so they stop the
+    /// catalog being built, as two fields of one name stop a screen.
     public init(hosting hosts: [Host]) {
         self.hosts = hosts
         let hostNames = Set(hosts.map(\.name))
-        var seen = Set<String>()
+        var seen: [String: (screen: AnyObject, description: JSON)] = [:]
         var screens: [any DescribableScreen] = []
         var pending = hosts.map(\.screen)
         while !pending.isEmpty {
             let screen = pending.removeFirst()
-            guard seen.insert(screen.name).inserted else { continue }
+            if let earlier = seen[screen.name] {
+                guard earlier.screen !== screen as AnyObject else { continue }
+                guard earlier.description == screen.describe(hostable: false) else {
+                    preconditionFailure("two different screens are named \"\(screen.name)\": give each its own name")
+                }
+                continue
+            }
+            seen[screen.name] = (screen as AnyObject, screen.describe(hostable: false))
             screens.append(screen)
             pending += screen.children
         }
