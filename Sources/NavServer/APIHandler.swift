@@ -35,7 +35,8 @@ final class APIHandler: HTTPHandler {
         var assets = WebAsset.all
         if let template = assets["/openapi.yaml"] {
             assets[template.path] = WebAsset(path: template.path, contentType: template.contentType,
-                                             bytes: Array(OpenAPIDocument.render(String(decoding: template.bytes, as: UTF8.self), for: catalog).utf8))
+                                             bytes: Array(OpenAPIDocument.render(String(decoding: template.bytes, as: UTF8.self), for: catalog,
+                                                                                    servedBy: configuration.serverName, version: configuration.serverVersion).utf8))
         }
         self.assets = assets
     }

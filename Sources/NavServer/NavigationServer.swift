@@ -2,7 +2,9 @@ import Dispatch
 import HTTP
 import NavigationCore
 import PostgresStorage
-import SessionStorage
+// The server's public API names the store's types (`SessionStorage`, `StorageError`): a host
+// imports NavServer alone.
+@_exported import SessionStorage
 import SQLiteStorage
 import Synchronization
 
@@ -84,10 +86,11 @@ public final class NavigationServer: Sendable {
     public var port: Int { http.port }
 
     /// The `listening` log line, with the address and port (the one port 0 picked), the
-    /// version of what serves (navd's own by default; a host's server gives its own) and where
-    /// sessions are kept: a start on a store it had to make (a first start, or a volume that
-    /// was not mounted) shows as one.
-    public func logListening(version: String = BuildInfo.version) {
+    /// version of what serves (the configuration's `serverVersion`, navd's own by default) and
+    /// where sessions are kept: a start on a store it had to make (a first start, or a volume
+    /// that was not mounted) shows as one.
+    public func logListening() {
+        let version = configuration.serverVersion
         var fields: [(String, JSON)] = [("version", .string(version)), ("host", .string(configuration.host)), ("port", .int(port)),
                                         ("io", .string(configuration.io.rawValue)), ("allowed_hosts", .string(configuration.hostPolicy.description)),
                                         ("max_session_memory", .int(configuration.sessionLimits.memory?.limit ?? 0)),

@@ -15,12 +15,40 @@ public enum OpenAPIDocument {
     static let endMarker = "    # END generated\n"
 
     /// `template` with its generated region replaced by `catalog`'s schemas; `template` as it is
-    /// if it has no such region.
-    public static func render(_ template: String, for catalog: FeatureCatalog) -> String {
+    /// if it has no such region. Served by a server other than navd (`name`, at `version`), its
+    /// `info` names that server, and says that the examples show navd's demo features.
+    public static func render(_ template: String, for catalog: FeatureCatalog, servedBy name: String = "navd",
+                              version: String = BuildInfo.version) -> String {
+        let template = name == "navd" ? template : retitled(template, name: name, version: version)
         guard let begin = range(of: beginMarker, in: template, from: template.startIndex),
               let end = range(of: endMarker, in: template, from: begin.upperBound) else { return template }
         return String(template[..<begin.upperBound]) + YAMLWriter.mapping(schemas(for: catalog), indent: 4)
             + String(template[end.lowerBound...])
+    }
+
+    static let titleLine = "  title: navd — navigation-state server\n"
+    static let versionLine = "  version: \(BuildInfo.version)\n"
+    static let descriptionLine = "  description: |\n"
+
+    /// The template's `info` for a host's server: its title and version, and a first paragraph
+    /// on what in the document is navd's rather than the host's.
+    static func retitled(_ template: String, name: String, version: String) -> String {
+        var text = template
+        func replace(_ line: String, with replacement: String) {
+            guard let found = range(of: line, in: text, from: text.startIndex) else { return }
+            text.replaceSubrange(found, with: replacement)
+        }
+        replace(titleLine, with: "  title: \(YAMLWriter.scalar("\(name) — navigation-state server on navd \(BuildInfo.version)"))\n")
+        replace(versionLine, with: "  version: \(YAMLWriter.scalar(version))\n")
+        replace(descriptionLine, with: descriptionLine + """
+                This server hosts its own features: their names and state schemas are the generated
+                components (`FeatureName`, `CreateSessionRequest`, `<Feature>State`). The examples
+                elsewhere show navd's demo features (`counter`, `app`, …), and `navd_fact_fetches_total`
+                is theirs.
+
+
+            """)
+        return text
     }
 
     /// Where `marker` (a whole line of ASCII) first occurs in `text` from `start`. A plain

@@ -56,6 +56,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// The PostgreSQL store's connection URL (`--store postgres`); it may hold a password, so it
     /// is never printed.
     public var databaseURL: String?
+    /// What serves, by name and version: the API document's `info` and the `listening` line
+    /// name it. navd's own by default; `ServerMain.run` sets a host's `program` and `version`.
+    public var serverName = "navd"
+    /// See `serverName`.
+    public var serverVersion = BuildInfo.version
 
     /// The session store engines.
     public enum StoreKind: String, Sendable, CaseIterable {

@@ -46,20 +46,25 @@ public enum ServerMain {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if arguments.first == OpenAPICommand.name {
             let described = settings
-            let server = NavigationServer(configuration: ServerConfiguration()) { features(described, $0) }
+            var configuration = ServerConfiguration()
+            configuration.serverName = program
+            configuration.serverVersion = version
+            let server = NavigationServer(configuration: configuration) { features(described, $0) }
             exit(OpenAPICommand.run(program: program, arguments: Array(arguments.dropFirst()), server: server))
         }
         if arguments.first == RestoreCommand.name {
             exit(RestoreCommand.run(program: program, arguments: Array(arguments.dropFirst()), environment: processEnvironment()))
         }
         Termination.holdSignals()
-        let configuration: ServerConfiguration
+        var configuration: ServerConfiguration
         var settings = settings
         do {
             configuration = try ServerConfiguration.parse(
                 arguments: arguments, environment: processEnvironment(),
                 settings: &settings, options: options
             )
+            configuration.serverName = program
+            configuration.serverVersion = version
         } catch is ServerConfiguration.HelpRequested {
             print(ServerConfiguration.help(program: program, about: about, adding: options))
             exit(0)
@@ -95,7 +100,7 @@ public enum ServerMain {
         }
         let termination = Termination(server: server, program: program, grace: configuration.shutdownGrace,
                                       stopped: { server.logStopped() }, backUp: { server.backUp() })
-        server.logListening(version: version)
+        server.logListening()
         // The main thread waits for the signals: the shutdown is ordinary code.
         termination.waitForSignals()
     }

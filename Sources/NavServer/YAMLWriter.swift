@@ -49,7 +49,7 @@ enum YAMLWriter {
     }
 
     /// A plain scalar when it cannot be read as anything but this string, else JSON's quoting.
-    private static func scalar(_ string: String) -> String {
+    static func scalar(_ string: String) -> String {
         let reserved: Set<String> = ["null", "true", "false", "yes", "no", "on", "off", "y", "n", "~"]
         let plain = string.first.map { $0.isLetter || $0 == "_" || $0 == "$" } ?? false
             && string.allSatisfy { $0.isLetter || $0.isNumber || "_-.$".contains($0) }

@@ -12,7 +12,11 @@ import Testing
     }
 
     static func demoCatalog() -> FeatureCatalog {
-        DemoFeatures.catalog(DemoSettings(), FeatureServices(configuration: ServerConfiguration(), metrics: Metrics()))
+        demoCatalog(with: FeatureServices(configuration: ServerConfiguration(), metrics: Metrics()))
+    }
+
+    static func demoCatalog(with services: FeatureServices) -> FeatureCatalog {
+        DemoFeatures.catalog(DemoSettings(), services)
     }
 
     /// The drift check: regenerating the committed file from the demo features' declarations
@@ -81,6 +85,25 @@ import Testing
         #expect(document.contains("    CreateNotesSession:\n"))
         #expect(!document.contains("    CounterState:\n"))
         #expect(document.hasPrefix("openapi: 3.1.0\n"))
+    }
+
+    /// A host's server names itself in the document's `info`, not navd, and says what in the
+    /// document is navd's demo (the examples); navd's own document is the committed one.
+    @Test func aHostsServerNamesItselfInTheDocument() throws {
+        var configuration = ServerConfiguration()
+        configuration.serverName = "notes-server"
+        configuration.serverVersion = "2.3.0"
+        let notes = Screen<Notes>("notes", make: { Notes() }) { Field("text", \.text, bindable: true) }
+        let document = NavigationServer(configuration: configuration) { _ in FeatureCatalog(hosting: [.init(notes)]) }.openAPIDocument
+        let info = document.split(separator: "\n").prefix(12)
+        let title = try #require(info.first { $0.hasPrefix("  title: ") })
+        #expect(title.contains("notes-server") && title.contains("navd \(BuildInfo.version)"), "\(title)")
+        #expect(info.contains(#"  version: "2.3.0""#))
+        #expect(info.contains { $0.contains("This server hosts its own features") })
+        #expect(document.contains("    NotesState:\n"))
+        #expect(!document.contains("title: navd"))
+        let navd = NavigationServer(configuration: ServerConfiguration()) { Self.demoCatalog(with: $0) }.openAPIDocument
+        #expect(navd == (try Self.committed()))
     }
 
     final class Notes {

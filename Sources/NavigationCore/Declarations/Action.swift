@@ -107,6 +107,10 @@ extension Action where Subject: AnyObject {
     /// taking it over) or rolls back a failed write, never because its model was dismissed or
     /// popped: a model whose work must not outlive its screen checks, when the work resumes,
     /// whether it is still where it was (navd's wifi join does nothing once its sheet is gone).
+    /// Cancellation is Swift's, cooperative: work that goes on after it (a `try? await
+    /// Task.sleep` that swallows it) still changes its model, and while the session is still
+    /// hosted that change is reconciled and kept like any other. Work that must stop checks
+    /// `Task.isCancelled`, or lets the `CancellationError` end it.
     public static func task(_ name: String, _ body: @escaping @Sendable (Subject) async -> Void) -> Action {
         Action(name: name, parameters: []) { subject, _ throws(StateError) in
             let model = subject
