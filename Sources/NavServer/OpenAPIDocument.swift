@@ -122,8 +122,9 @@ struct SchemaBuilder {
 
     mutating func schema(_ schema: StateSchema, owner: String = "") -> JSON {
         switch schema {
-        case .integer:
-            return ["type": "integer"]
+        case .integer(let range):
+            guard let range else { return ["type": "integer"] }
+            return ["type": "integer", "minimum": .int(range.lowerBound), "maximum": .int(range.upperBound)]
         case .number(let range):
             guard let range else { return ["type": "number"] }
             return ["type": "number", "minimum": number(range.lowerBound), "maximum": number(range.upperBound)]

@@ -78,8 +78,12 @@ import Testing
 
     /// A server hosting other features serves a document about those, not the demo's.
     @Test func aServerDescribesTheFeaturesItHosts() throws {
-        let notes = Screen<Notes>("notes", make: { Notes() }) { Field("text", \.text, bindable: true) }
+        let notes = Screen<Notes>("notes", make: { Notes() }) {
+            Field("text", \.text, bindable: true)
+            Field("stars", \.stars, .int(in: 0...5), bindable: true)
+        }
         let catalog = FeatureCatalog(hosting: [.init(notes)])
+        #expect(OpenAPIDocument.schemas(for: catalog)["NotesState"]?["properties"]?["stars"] == ["type": "integer", "minimum": 0, "maximum": 5])
         let document = OpenAPIDocument.render(try Self.committed(), for: catalog)
         #expect(document.contains("    NotesState:\n"))
         #expect(document.contains("    CreateNotesSession:\n"))
@@ -108,5 +112,6 @@ import Testing
 
     final class Notes {
         var text = ""
+        var stars = 0
     }
 }

@@ -20,7 +20,8 @@ import Testing
     }
 
     static let empty = Place(name: "", rank: 0, score: 0, visited: false, tags: [], note: nil, origin: Point(x: 0, y: 0))
-    static let screen = Screen<Place>.value("Place", refining: [Field("score", \.score, .double(in: 0...1))]) { empty }
+    static let screen = Screen<Place>.value("Place", refining: [Field("rank", \.rank, .int(in: -10...10)),
+                                                                Field("score", \.score, .double(in: 0...1))]) { empty }
 
     func decode(_ text: String, into existing: Place? = nil) throws -> Place {
         try Self.screen.codec.decode(try JSONParser.parse(text), JSONPath("state"), existing)
@@ -69,6 +70,8 @@ import Testing
         (#"{"origin":[1,2]}"#, "state.origin", "expected an object, found array"),
         (#"{"rank":"1"}"#, "state.rank", "expected an integer, found string"),
         (#"{"rank":1.5}"#, "state.rank", "expected an integer, found number"),
+        (#"{"rank":11}"#, "state.rank", "must be between -10 and 10"),
+        (#"{"rank":-11}"#, "state.rank", "must be between -10 and 10"),
         (#"{"tags":["a",2]}"#, "state.tags[1]", "expected a string, found number"),
         (#"{"visited":null}"#, "state.visited", "expected a boolean, found null"),
         (#"{"score":2}"#, "state.score", "must be between 0.0 and 1.0"),

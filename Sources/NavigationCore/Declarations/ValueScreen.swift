@@ -66,7 +66,7 @@ extension JSON {
     /// The schema of a value like this one, as the state codecs declare theirs.
     fileprivate var stateSchema: StateSchema {
         switch self {
-        case .int: .integer
+        case .int: .integer(nil)
         case .double: .number(nil)
         case .bool: .boolean
         case .string: .string(allowed: nil)

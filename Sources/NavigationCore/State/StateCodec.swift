@@ -45,10 +45,21 @@ public struct StateCodec<Value>: Sendable {
 
 extension StateCodec where Value == Int {
     /// An `Int`, from a JSON integer.
-    public static let int = StateCodec(schema: .integer, encode: { .int($0) }) { json, path, _ throws(StateError) in
+    public static let int = StateCodec(schema: .integer(nil), encode: { .int($0) }) { json, path, _ throws(StateError) in
         guard case .int(let value) = json else { throw .typeMismatch(path, expected: "an integer", found: json) }
         return value
     }.structural(true)
+
+    /// A whole number within `range`, such as a rating from 0 to 5.
+    public static func int(in range: ClosedRange<Int>) -> StateCodec {
+        StateCodec(schema: .integer(range), encode: { .int($0) }) { json, path, existing throws(StateError) in
+            let value = try StateCodec.int.decode(json, path, existing)
+            guard range.contains(value) else {
+                throw StateError(path, "must be between \(range.lowerBound) and \(range.upperBound)")
+            }
+            return value
+        }.structural(true)
+    }
 }
 
 extension StateCodec where Value == Bool {

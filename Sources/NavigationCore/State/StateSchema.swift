@@ -4,8 +4,8 @@
 /// contract (`openapi.yaml`'s per-feature state schemas) says about it come from the declaration
 /// that also decodes the value: the description cannot claim what the decoder does not do.
 public indirect enum StateSchema: Sendable {
-    /// A whole number.
-    case integer
+    /// A whole number, within `range` when the codec checks one.
+    case integer(ClosedRange<Int>?)
     /// A number, within `range` when the codec checks one.
     case number(ClosedRange<Double>?)
     /// `true` or `false`.
