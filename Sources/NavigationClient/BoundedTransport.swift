@@ -34,7 +34,11 @@ final class BoundedTransport: Sendable {
     /// server that sends a byte now and then hold a request for as long as it likes.
     func data(for request: URLRequest, within limit: TimeInterval) async throws(NavdError) -> (Data, HTTPURLResponse) {
         let task = session.dataTask(with: request)
-        let deadline = DispatchWorkItem { [bodies] in bodies.timeOut(task, after: limit) }
+        // Held weakly: a cancelled item is dropped only at its deadline, and would keep the
+        // finished task until then.
+        let deadline = DispatchWorkItem { [weak bodies, weak task] in
+            if let bodies, let task { bodies.timeOut(task, after: limit) }
+        }
         defer { deadline.cancel() }
         let result: Result<(Data, HTTPURLResponse), NavdError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
