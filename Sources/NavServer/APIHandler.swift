@@ -151,7 +151,35 @@ final class APIHandler: HTTPHandler {
             }
             let hosted = try authorize(parameters[0], request, allowQueryToken: route == .events)
             hosted.touch()
+            if route == .events, let shared = persistence.shared, let resumed = Self.lastEventID(request), resumed > 0 {
+                return resumeFromTheLatestCopy(after: resumed, shared, route, parameters, hosted, request, answer)
+            }
             try sessionRoute(route, parameters, hosted, request, answer)
+        }
+    }
+
+    /// A stream resuming after an id this node's copy never issued, on a store nodes share:
+    /// another node may have moved the session on while this one did not hear of it (its
+    /// listening connection down: the announcement is late, not lost). The store says whether it
+    /// did; if so the copy goes, as on hearing it, and the session is claimed again with what the
+    /// store holds, so the client resumes where it was rather than from a snapshot older than
+    /// what it has. An id nobody issued gets a snapshot, as on one node, and moves nothing.
+    private func resumeFromTheLatestCopy(after resumed: Int, _ shared: any SharedSessionStorage, _ route: Route, _ parameters: [String],
+                                         _ hosted: HostedSession, _ request: HTTPRequest, _ answer: Answer) {
+        Task(executorPreference: answer.executor) { [self] in
+            do throws(APIError) {
+                let issued = (try? await hosted.navigation.run { $0.lastEventID }) ?? .max
+                if resumed > issued, let held = hosted.epoch {
+                    let current = await withCheckedContinuation { done in shared.currentEpoch(of: hosted.id) { done.resume(returning: $0) } }
+                    if case .success(let epoch) = current, epoch > held {
+                        release(hosted.id, olderThan: epoch)
+                        return try claimThenServe(route, parameters, request, answer)
+                    }
+                }
+                try sessionRoute(route, parameters, hosted, request, answer)
+            } catch {
+                answer.fail(error)
+            }
         }
     }
 

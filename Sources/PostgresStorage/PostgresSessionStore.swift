@@ -359,6 +359,21 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
     }
 
+    public func currentEpoch(of id: String, completion: @escaping @Sendable (Result<Int, StorageError>) -> Void) {
+        claims.async { [self] in
+            guard !closed.load(ordering: .relaxed) else { return completion(.failure(.unavailable("the store is closed"))) }
+            completion(claimer.withLock { connection in
+                do throws(PostgresConnection.Failure) {
+                    var epoch = SessionEpoch.deleted
+                    try opened(&connection).run("SELECT epoch FROM navd_sessions WHERE id = $1", [.text(id)]) { epoch = $0.integer(0) }
+                    return .success(epoch)
+                } catch {
+                    return .failure(error.storageError)
+                }
+            })
+        }
+    }
+
     public func delete(_ id: String, ifVersion: Int?, authorize: @escaping @Sendable ([UInt8]) -> Bool,
                        completion: @escaping @Sendable (Result<SessionDeletion, StorageError>) -> Void) {
         claims.async { [self] in

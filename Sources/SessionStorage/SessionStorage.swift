@@ -100,6 +100,11 @@ public protocol SharedSessionStorage: SessionStorage {
     /// `SessionEpoch.deleted` for those that are gone.
     func onTakeover(held: @escaping @Sendable () -> [String], _ body: @escaping @Sendable (_ id: String, _ epoch: Int) -> Void)
 
+    /// The epoch session `id` has in the store now, `SessionEpoch.deleted` when it is gone: what
+    /// an announcement would have said, for a node that has reason to think it missed one. Runs
+    /// beside claims; calls `completion` once.
+    func currentEpoch(of id: String, completion: @escaping @Sendable (Result<Int, StorageError>) -> Void)
+
     /// Expiry across nodes, once per round on every node: records the sessions `inUse`
     /// (held here and used since the last record) as used now, then, with `idle`, deletes every
     /// session no node has used for that long, announcing each deletion like `DELETE` does. A

@@ -572,6 +572,46 @@ struct FencingTests {
         await node.stop()
     }
 
+    /// A node that has not heard of a takeover yet is asked to resume a stream from an id only the
+    /// new holder issued: it asks the store, lets its copy go, claims the session back, and the
+    /// client resumes with exactly the events it missed, not a snapshot older than what it has.
+    /// An id no node issued gets a snapshot and takes nothing over.
+    @Test func aResumeFromAnIdThisNodeNeverIssuedReadsTheLatestCopy() async throws {
+        let url = try await offThePool { try PostgresServer.freshDatabase() }
+        let heard = HeldAnnouncements()
+        let a = try await Self.node(url, heldBack: heard)
+        let b = try await Self.node(url)
+        let (id, token) = try await a.session("counter")
+        let auth = [("Authorization", "Bearer \(token)")]
+        #expect(try await a.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment).status == 200)
+        // b takes it over and counts twice; a does not hear of it.
+        let seen = try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        let missed = try await b.client().request("POST", "/sessions/\(id)/actions", token: token, json: Self.increment)
+        let seenID = try #require(seen.json["events"]?.arrayValue?.last?["id"]?.intValue)
+        let missedIDs = try #require(missed.json["events"]?.arrayValue).compactMap { $0["id"]?.intValue }
+        #expect(!missedIDs.isEmpty && missed.json["version"]?.intValue == 3)
+        #expect(await Self.eventually { heard.epochs(of: id).contains(2) }, "a's announcement is held back")
+
+        let stream = try a.client()
+        try await stream.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: auth + [("Last-Event-ID", String(seenID))]))
+        #expect(try await stream.readResponse().status == 200)
+        let resumed = try await stream.readEvents { $0.id == missedIDs.last }
+        #expect(resumed.map(\.id) == missedIDs, "exactly what the client missed, no snapshot: \(resumed.map(\.name))")
+        #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["3"], "a claimed it back")
+        let read = try await a.client().request("GET", "/sessions/\(id)", headers: auth)
+        #expect(read.json["version"]?.intValue == 3 && read.json["state"]?["count"]?.intValue == 3, "\(read.text)")
+
+        // An id nobody issued, on the node that holds the session: a snapshot, and no claim.
+        let made = try a.client()
+        try await made.send(LoopbackClient.format("GET", "/sessions/\(id)/events", headers: auth + [("Last-Event-ID", "999999")]))
+        #expect(try await made.readResponse().status == 200)
+        let first = try #require(try await made.readEvents { _ in true }.first)
+        #expect(first.name == "snapshot" && first.id == missedIDs.last)
+        #expect(try await Self.query(url, "SELECT epoch FROM navd_sessions") == ["3"])
+        await a.stop()
+        await b.stop()
+    }
+
     /// A stream of session `id` on `node`, read up to its snapshot.
     static func openStream(on node: TestServer, _ id: String, token: String) async throws -> LoopbackClient {
         let stream = try node.client()
@@ -752,6 +792,9 @@ private final class Interfered: SharedSessionStorage {
         guard !deaf else { return }
         guard let heldBack else { return store.onTakeover(held: held, body) }
         store.onTakeover(held: held) { id, epoch in heldBack.hold(id, epoch: epoch) { body(id, epoch) } }
+    }
+    func currentEpoch(of id: String, completion: @escaping @Sendable (Result<Int, StorageError>) -> Void) {
+        store.currentEpoch(of: id, completion: completion)
     }
     func sweep(inUse: [String], idle: Duration?, completion: @escaping @Sendable (Result<[String], StorageError>) -> Void) {
         guard let outage else { return store.sweep(inUse: inUse, idle: idle, completion: completion) }

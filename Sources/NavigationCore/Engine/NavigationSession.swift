@@ -237,6 +237,9 @@ public actor NavigationSession {
     /// A resume whose missed events take more than `replayLimit` bytes gets a snapshot instead,
     /// as if they were no longer kept: queued for one stream, the whole event buffer (megabytes)
     /// would wait for a client that may read it for an hour, once per connection it opens.
+    /// The id of the last event this session issued, durable or not.
+    public var lastEventID: Int { lastSequence }
+
     public func attach<Result: Sendable>(after lastEventID: Int?, replayLimit: Int = .max,
                                          _ body: @Sendable (Start, Int) -> Result) -> Result {
         if let endEvent { return body(.ended(endEvent), endEvent.sequence) }
