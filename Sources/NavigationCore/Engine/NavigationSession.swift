@@ -225,6 +225,9 @@ public actor NavigationSession {
         return (version, encodeState() ?? .null, reconciler.root.json)
     }
 
+    /// The id of the last event this session issued, durable or not.
+    public var lastEventID: Int { lastSequence }
+
     /// Runs `body` on the session's executor with the events after `lastEventID`, or a snapshot
     /// when there is no id or it is too old or unknown. Nothing is published in between, so a
     /// subscriber registered in `body` misses nothing and gets nothing twice.
@@ -237,9 +240,6 @@ public actor NavigationSession {
     /// A resume whose missed events take more than `replayLimit` bytes gets a snapshot instead,
     /// as if they were no longer kept: queued for one stream, the whole event buffer (megabytes)
     /// would wait for a client that may read it for an hour, once per connection it opens.
-    /// The id of the last event this session issued, durable or not.
-    public var lastEventID: Int { lastSequence }
-
     public func attach<Result: Sendable>(after lastEventID: Int?, replayLimit: Int = .max,
                                          _ body: @Sendable (Start, Int) -> Result) -> Result {
         if let endEvent { return body(.ended(endEvent), endEvent.sequence) }

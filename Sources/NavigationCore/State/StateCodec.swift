@@ -52,13 +52,7 @@ extension StateCodec where Value == Int {
 
     /// A whole number within `range`, such as a rating from 0 to 5.
     public static func int(in range: ClosedRange<Int>) -> StateCodec {
-        StateCodec(schema: .integer(range), encode: { .int($0) }) { json, path, existing throws(StateError) in
-            let value = try StateCodec.int.decode(json, path, existing)
-            guard range.contains(value) else {
-                throw StateError(path, "must be between \(range.lowerBound) and \(range.upperBound)")
-            }
-            return value
-        }.structural(true)
+        .int.bounded(to: range, schema: .integer(range))
     }
 }
 
@@ -90,13 +84,21 @@ extension StateCodec where Value == Double {
 
     /// A number within `range`, such as a signal strength from 0 to 1.
     public static func double(in range: ClosedRange<Double>) -> StateCodec {
-        StateCodec(schema: .number(range), encode: { .double($0) }) { json, path, existing throws(StateError) in
-            let value = try StateCodec.double.decode(json, path, existing)
+        .double.bounded(to: range, schema: .number(range))
+    }
+}
+
+extension StateCodec where Value: Comparable & Sendable {
+    /// This codec's values within `range`, which `schema` shows: one outside it is refused with
+    /// its path.
+    func bounded(to range: ClosedRange<Value>, schema: StateSchema) -> StateCodec {
+        StateCodec(schema: schema, encode: encode) { [decode] json, path, existing throws(StateError) in
+            let value = try decode(json, path, existing)
             guard range.contains(value) else {
                 throw StateError(path, "must be between \(range.lowerBound) and \(range.upperBound)")
             }
             return value
-        }.structural(true)
+        }.structural(isStructural)
     }
 }
 
