@@ -106,6 +106,35 @@ import Testing
         #expect(await session.attach(after: latest - 1) { start, _ in start.isResume }, "the newest batch is kept")
     }
 
+    /// A restart brings back every session's state whatever the budget holds (it was
+    /// acknowledged), but its kept events only as far as the budget has room: they serve resumes,
+    /// and a store may keep more of them on disk than the budget lets the sessions hold.
+    @Test func aRestoredSessionKeepsOnlyTheEventsTheBudgetHasRoomFor() async throws {
+        let journal = MemoryJournal()
+        let session = try gallery(MemoryBudget(limit: 1 << 30))
+        let first = await session.makeDurable(journal: journal)
+        let editor = try await editor(of: session)
+        for letter in ["a", "b", "c", "d", "e", "f"] {
+            _ = try await session.durable(try await session.bind(target: editor, field: "text", value: .string(String(repeating: letter, count: 10_000))))
+        }
+        let events = journal.entries.flatMap(\.events)
+        func restored(_ budget: MemoryBudget) throws -> NavigationSession {
+            try catalog.restoreSession(feature: "gallery", first, replaying: journal.entries, events: events,
+                                       limits: SessionLimits(memory: budget), journal: MemoryJournal())
+        }
+        let roomy = try restored(MemoryBudget(limit: 1 << 30))
+        #expect(await roomy.attach(after: 0) { start, _ in start.isResume }, "every event kept")
+
+        // Room for the state and about two of the six texts' events.
+        let tight = MemoryBudget(limit: await roomy.stateBytes + MemoryBudget.perSession + MemoryBudget.perFeature + 25_000)
+        let restoredTight = try restored(tight)
+        #expect(await restoredTight.describe().state == roomy.describe().state, "the state comes back whole")
+        #expect(tight.bytesInUse <= tight.limit)
+        #expect(await !restoredTight.attach(after: 0) { start, _ in start.isResume }, "a resume from before the kept events: a snapshot")
+        let latest = try #require(events.last?.sequence)
+        #expect(await restoredTight.attach(after: latest - 1) { start, _ in start.isResume }, "the newest events are kept")
+    }
+
     @Test func onceSpentAnEffectsResultThatGrowsTheStateIsDroppedAndItsSpinnerSettles() async throws {
         let facts = SessionLimitTests.SizedFacts(delay: { _ in .milliseconds(10) }, size: { _ in 2000 })
         let catalog = FeatureSet.catalog(Harness.dependencies(facts: facts))

@@ -123,7 +123,20 @@ public actor NavigationSession {
             || zip(events, events.dropFirst()).contains(where: { $1.sequence != $0.sequence &+ 1 }) {
             throw RecoveryError(description: "the events kept for resuming are not the ids up to \(stored.lastSequence), unbroken")
         }
-        for event in events { log.append(event) }
+        // Kept events serve resumes only: past the budget the oldest stay on disk, as they would
+        // have gone from memory had the budget been spent while they came (a resume from before
+        // them gets a snapshot). A restart must not bring back more than the budget lets run.
+        var kept = events[...]
+        if let memory = limits.memory {
+            let room = memory.limit - memory.bytesInUse
+                - MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: 0)
+            var keptBytes = kept.reduce(0) { $0 + $1.encodedData.count }
+            while keptBytes > room, let oldest = kept.first {
+                keptBytes -= oldest.encodedData.count
+                kept = kept.dropFirst()
+            }
+        }
+        for event in kept { log.append(event) }
         durability = Durability(journal: journal, durable: stored)
         // What the journal holds since its snapshot still counts toward the next one: a session
         // that changes a little in each of many runs must get a snapshot all the same.
