@@ -246,9 +246,16 @@ struct ConnectionState {
         // The client leaves an answer unread. A large one (over a stream's limit, as a big
         // snapshot would be) is held only as long as a stream's would: a session's state can be
         // megabytes, and a minute of every such answer left unread is memory a client can pile up.
-        // So is any answer while the server's clients hold more than their bound together.
-        let patience = activity.outputBytes > settings.streamBufferLimit || activity.outputPressed
-            ? min(settings.idleTimeout, settings.streamStallTimeout) : settings.idleTimeout
+        // So is any answer while the server's clients hold more than their bound together, and
+        // one more than a sixteenth of a stream's limit only two sweeps, as a stream far behind:
+        // what unread answers hold grows with the rate new ones come, which a client sets.
+        let patience: Int64 = if activity.outputPressed && activity.outputBytes > settings.streamBufferLimit / 16 {
+            min(settings.idleTimeout, 2 * settings.sweepInterval)
+        } else if activity.outputBytes > settings.streamBufferLimit || activity.outputPressed {
+            min(settings.idleTimeout, settings.streamStallTimeout)
+        } else {
+            settings.idleTimeout
+        }
         // Closed as too slow, with a reset: a FIN would queue behind what the socket still holds,
         // and the kernel would go on feeding it to a client that trickles for minutes.
         if activity.outputPending && activity.sinceWriteProgress > patience {

@@ -182,6 +182,18 @@ import Testing
         #expect(state.expired(unread, now: 0, settings: settings) == nil)
         unread.outputPressed = true
         #expect(state.expired(unread, now: 0, settings: settings) == .close(.tooSlow))
+        // More than a sixteenth of a stream's limit, while pressed: two sweeps, as a stream far behind.
+        unread.outputBytes = 7
+        unread.sinceWriteProgress = 2 * settings.sweepInterval
+        #expect(state.expired(unread, now: 0, settings: settings) == nil, "taken within two sweeps")
+        unread.sinceWriteProgress = 2 * settings.sweepInterval + 1
+        #expect(state.expired(unread, now: 0, settings: settings) == .close(.tooSlow))
+        unread.outputBytes = 6
+        #expect(state.expired(unread, now: 0, settings: settings) == nil, "a small one gets the stall timeout")
+        unread.outputPressed = false
+        unread.outputBytes = 7
+        unread.sinceWriteProgress = 4 * Self.second
+        #expect(state.expired(unread, now: 0, settings: settings) == nil, "unpressed, the idle timeout")
     }
 
     /// With the server's clients over `maxBufferedOutput`, a stream whose client takes nothing
