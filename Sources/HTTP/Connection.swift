@@ -47,6 +47,8 @@ final class Connection: @unchecked Sendable {
     var unacknowledgedSinceProgress: Int?
     /// Empty lines skipped before the next request, in bytes: a few are allowed, not endless ones.
     var blankLineBytes = 0
+    /// When its client last sent bytes.
+    var lastReadProgress: Int64
 
     init(fd: Int32, token: UInt64, peer: PeerAddress, isRefused: Bool, now: Int64) {
         self.fd = fd
@@ -55,6 +57,7 @@ final class Connection: @unchecked Sendable {
         self.isRefused = isRefused
         self.phaseStart = now
         self.lastWriteProgress = now
+        self.lastReadProgress = now
     }
 
     /// The socket took bytes, or its client was seen taking them.

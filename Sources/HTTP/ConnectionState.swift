@@ -205,6 +205,10 @@ struct ConnectionState {
         var streamQueuedBytes: Int
         /// The server's clients hold more than `maxBufferedOutput` waiting for them.
         var outputPressed = false
+        /// Since its client last sent bytes.
+        var sinceReadProgress: Int64 = 0
+        /// The server's clients are sending more than `maxBufferedBodies` of bodies together.
+        var bodiesPressed = false
     }
 
     enum Timeout: Equatable {
@@ -270,6 +274,9 @@ struct ConnectionState {
             let limit = hasServedRequest ? settings.idleTimeout : settings.headerTimeout
             return activity.elapsedInPhase > limit ? .close(.clientClosed) : nil
         case .fixedBody, .chunkedBody:
+            // Many bodies arriving at once: one whose client has stopped sending goes, as a
+            // stream whose client stopped reading does.
+            if activity.bodiesPressed && activity.sinceReadProgress > 2 * settings.sweepInterval { return .refuseBody }
             return activity.elapsedInPhase > settings.bodyTimeout ? .refuseBody : nil
         case .discard:
             return nil

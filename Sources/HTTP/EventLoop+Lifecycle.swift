@@ -54,20 +54,31 @@ extension EventLoop {
     func sweep() {
         resumeListeningIfDue()
         let pressed = settings.maxBufferedOutput.map { shared.bufferedOutput.load(ordering: .relaxed) > $0 } ?? false
+        let bodiesPressed = settings.maxBufferedBodies.map { shared.bufferedBodies.load(ordering: .relaxed) > $0 } ?? false
         var waiting = 0
+        var receiving = 0
         var index = 0
         while index < connections.count {
-            if let connection = connections[index] { waiting += checkTimeouts(connection, pressed: pressed) }
+            if let connection = connections[index] {
+                let held = checkTimeouts(connection, pressed: pressed, bodiesPressed: bodiesPressed)
+                waiting += held.output
+                receiving += held.input
+            }
             index += 1
         }
         if settings.maxBufferedOutput != nil, waiting != countedOutput {
             shared.bufferedOutput.add(waiting - countedOutput, ordering: .relaxed)
             countedOutput = waiting
         }
+        if settings.maxBufferedBodies != nil, receiving != countedBodies {
+            shared.bufferedBodies.add(receiving - countedBodies, ordering: .relaxed)
+            countedBodies = receiving
+        }
     }
 
-    /// Closes or refuses `connection` if a timeout ran out; returns the bytes waiting for its client.
-    private func checkTimeouts(_ connection: Connection, pressed: Bool) -> Int {
+    /// Closes or refuses `connection` if a timeout ran out; returns the bytes waiting for its
+    /// client, and those of a request body it is sending.
+    private func checkTimeouts(_ connection: Connection, pressed: Bool, bodiesPressed: Bool) -> (output: Int, input: Int) {
         // The stream's queue is behind a lock: read only when the too-slow rule can look at it.
         // Not waiting, a stream's queue is empty or about to be written.
         let waiting = connection.state.isStreamBlocked || !connection.output.isEmpty
@@ -87,14 +98,16 @@ extension EventLoop {
             receivingHead: connection.scanner.hasStarted || !connection.pending.isEmpty,
             canStartRequest: connection.canStartRequest(settings),
             streamQueuedBytes: streamQueuedBytes,
-            outputPressed: pressed)
+            outputPressed: pressed,
+            sinceReadProgress: now - connection.lastReadProgress,
+            bodiesPressed: bodiesPressed)
         switch connection.state.expired(activity, now: now, settings: settings) {
-        case nil: return connection.output.count + streamQueuedBytes
+        case nil: return (connection.output.count + streamQueuedBytes, connection.body?.bytes.count ?? 0)
         case .close(let reason): close(connection, reason: reason)
         case .refuseHead: refuse(connection, .requestTimeout, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
         case .refuseBody: refuseBody(connection, .requestTimeout)
         }
-        return 0
+        return (0, 0)
     }
 
     /// A client that reads slowly frees its socket's buffer a little at a time, and Linux

@@ -17,6 +17,7 @@ extension EventLoop {
         case .closed:
             peerClosed(connection)
         case .transferred(let count):
+            connection.lastReadProgress = now
             if connection.state.isLingering || connection.state.stream != nil { return }
             if case .discard = connection.phase { return }
             feed(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))

@@ -43,6 +43,12 @@ extension HTTPServer {
         /// slow client, and this holds many. Clients that read are left alone. Counted at each
         /// sweep, so it can be passed for a sweep or two.
         public var maxBufferedOutput: Int?
+        /// Bytes of request bodies being received on all connections together, nil for no
+        /// bound. Past it, a body whose client has sent nothing for two sweeps is refused (408)
+        /// and its connection closed: each body's own bound (`maxBodyBytes`) holds one slow
+        /// sender, and this holds many. Senders that keep sending are left alone. Counted at
+        /// each sweep, so it can be passed for a sweep or two.
+        public var maxBufferedBodies: Int?
         /// The kernel send buffer of every connection (SO_SNDBUF; Linux reserves twice this).
         /// Left alone, Linux grows it to 4 MiB for a client that does not read its answers, on
         /// top of the answers navd holds for it; fixed, what waits for one client stays small.
@@ -75,6 +81,7 @@ extension HTTPServer {
             streamBufferLimit: Int = 1 << 20,
             streamStallTimeout: Duration = .seconds(5),
             maxBufferedOutput: Int? = nil,
+            maxBufferedBodies: Int? = nil,
             streamSendBuffer: Int = 64 * 1024,
             connectionSendBuffer: Int = 256 * 1024,
             listenBacklog: Int = 4096,
@@ -95,6 +102,7 @@ extension HTTPServer {
             self.streamBufferLimit = streamBufferLimit
             self.streamStallTimeout = streamStallTimeout
             self.maxBufferedOutput = maxBufferedOutput
+            self.maxBufferedBodies = maxBufferedBodies
             self.streamSendBuffer = streamSendBuffer
             self.connectionSendBuffer = connectionSendBuffer
             self.listenBacklog = listenBacklog
@@ -132,6 +140,7 @@ struct LoopSettings: Sendable {
     let streamBufferLimit: Int
     let streamStallTimeout: Int64
     let maxBufferedOutput: Int?
+    let maxBufferedBodies: Int?
     let streamSendBuffer: Int32
     let connectionSendBuffer: Int32
     let maxConnections: Int?
@@ -167,6 +176,7 @@ struct LoopSettings: Sendable {
         streamBufferLimit = max(1, configuration.streamBufferLimit)
         streamStallTimeout = MonotonicClock.nanoseconds(configuration.streamStallTimeout)
         maxBufferedOutput = configuration.maxBufferedOutput.map { max(0, $0) }
+        maxBufferedBodies = configuration.maxBufferedBodies.map { max(0, $0) }
         streamSendBuffer = Int32(clamping: max(4096, configuration.streamSendBuffer))
         connectionSendBuffer = Int32(clamping: max(4096, configuration.connectionSendBuffer))
         maxConnections = configuration.maxConnections

@@ -13,6 +13,9 @@ final class ServerShared: Sendable {
     /// Bytes waiting for clients on every loop, as each loop counted its own at its last sweep:
     /// what `maxBufferedOutput` bounds.
     let bufferedOutput = Atomic<Int>(0)
+    /// Bytes of request bodies being received on every loop, counted alike: what
+    /// `maxBufferedBodies` bounds.
+    let bufferedBodies = Atomic<Int>(0)
     /// Round-robin position for handing accepted connections to loops.
     let nextLoop = Atomic<Int>(0)
     /// Set by beginShutdown: accepted connections are answered 503 at once, not served.

@@ -16,8 +16,9 @@ enum AvailableMemory {
     /// for connections, the store and what the allocator keeps.
     static var sessionShare: Int { max(1 << 20, bytes / 4) }
 
-    /// The default for `--max-output-buffer`: an eighth. Past it only clients that read nothing
-    /// are cut, and they resume, so it can be tighter than the sessions' share.
+    /// The default for `--max-output-buffer`, and for `--max-input-buffer`: an eighth. Past it
+    /// only clients that read nothing (or stopped sending a body) are cut, and they resume or
+    /// send again, so it can be tighter than the sessions' share.
     static var outputShare: Int { max(1 << 20, bytes / 8) }
 
     /// Read once: neither changes while navd runs, and the control group's files are read

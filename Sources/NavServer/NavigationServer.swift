@@ -37,6 +37,7 @@ public final class NavigationServer: Sendable {
             configuration.sessionLimits.memory = MemoryBudget(limit: configuration.maxSessionMemory ?? AvailableMemory.sessionShare)
         }
         configuration.maxOutputBuffer = configuration.maxOutputBuffer ?? AvailableMemory.outputShare
+        configuration.maxInputBuffer = configuration.maxInputBuffer ?? AvailableMemory.outputShare
         self.configuration = configuration
         let metrics = Metrics()
         handler = APIHandler(
@@ -53,6 +54,7 @@ public final class NavigationServer: Sendable {
         httpConfiguration.port = configuration.port
         httpConfiguration.maxConnections = configuration.maxConnections
         httpConfiguration.maxBufferedOutput = configuration.maxOutputBuffer
+        httpConfiguration.maxBufferedBodies = configuration.maxInputBuffer
         httpConfiguration.headerTimeout = configuration.headerTimeout
         httpConfiguration.backend = configuration.io
         http = HTTPServer(configuration: httpConfiguration, handler: handler)
@@ -94,7 +96,8 @@ public final class NavigationServer: Sendable {
         var fields: [(String, JSON)] = [("version", .string(version)), ("host", .string(configuration.host)), ("port", .int(port)),
                                         ("io", .string(configuration.io.rawValue)), ("allowed_hosts", .string(configuration.hostPolicy.description)),
                                         ("max_session_memory", .int(configuration.sessionLimits.memory?.limit ?? 0)),
-                                        ("max_output_buffer", .int(configuration.maxOutputBuffer ?? 0))]
+                                        ("max_output_buffer", .int(configuration.maxOutputBuffer ?? 0)),
+                                        ("max_input_buffer", .int(configuration.maxInputBuffer ?? 0))]
         switch handler.persistence.storage {
         case nil: fields.append(("store", "memory"))
         case let sqlite as SQLiteSessionStore:

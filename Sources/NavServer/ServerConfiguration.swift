@@ -18,6 +18,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// eighth of the memory navd may use (`AvailableMemory`). Past it, streams and answers their
     /// clients do not read are closed, their clients to resume.
     public var maxOutputBuffer: Int?
+    /// Bytes of request bodies being received across all connections (`--max-input-buffer`);
+    /// nil for an eighth of the memory navd may use. Past it, bodies whose clients have stopped
+    /// sending are refused (408).
+    public var maxInputBuffer: Int?
     /// Open connections at once; more are refused with 503 (`--max-connections`); nil for no limit.
     public var maxConnections: Int?
     /// Events kept for resuming, and how large a session's state may grow.
@@ -114,6 +118,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--max-output-buffer", environment: "NAVD_MAX_OUTPUT_BUFFER", value: "BYTES", help: "bytes waiting for clients on all connections; past it, clients that read nothing are cut, to resume (default an eighth of memory)") { config, value throws(Invalid) in
             config.maxOutputBuffer = try integer(value, "--max-output-buffer", in: (1 << 20)...(1 << 50))
+        },
+        Option(flag: "--max-input-buffer", environment: "NAVD_MAX_INPUT_BUFFER", value: "BYTES", help: "bytes of request bodies being received on all connections; past it, bodies whose clients stopped sending get 408 (default an eighth of memory)") { config, value throws(Invalid) in
+            config.maxInputBuffer = try integer(value, "--max-input-buffer", in: (1 << 20)...(1 << 50))
         },
         Option(flag: "--event-buffer", environment: "NAVD_EVENT_BUFFER", value: "N", help: "events kept per session for resuming streams (default 1024)") { config, value throws(Invalid) in
             config.sessionLimits.eventBufferCount = try integer(value, "--event-buffer", in: 0...1_000_000)

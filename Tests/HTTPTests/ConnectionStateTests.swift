@@ -226,6 +226,28 @@ import Testing
         #expect(state.expired(activity, now: 0, settings: settings) == nil, "within its own limit")
     }
 
+    /// With the bodies being received together over `maxBufferedBodies`, one whose client has
+    /// sent nothing for two sweeps is refused; one whose client sends stays, to its own timeout.
+    @Test func underInputPressureABodyItsClientStoppedSendingIsRefused() {
+        let settings = Self.settings
+        let state = ConnectionState()
+        var activity = quiet(Self.second, phase: .fixedBody(remaining: 1))
+        activity.sinceReadProgress = 2 * settings.sweepInterval + 1
+        #expect(state.expired(activity, now: 0, settings: settings) == nil, "not pressed: the body timeout")
+        activity.bodiesPressed = true
+        #expect(state.expired(activity, now: 0, settings: settings) == .refuseBody)
+        activity.sinceReadProgress = 2 * settings.sweepInterval
+        #expect(state.expired(activity, now: 0, settings: settings) == nil, "its client sent some within two sweeps")
+        activity = quiet(Self.second, phase: .chunkedBody)
+        activity.bodiesPressed = true
+        activity.sinceReadProgress = Self.second
+        #expect(state.expired(activity, now: 0, settings: settings) == .refuseBody)
+        activity = quiet(Self.second)
+        activity.bodiesPressed = true
+        activity.sinceReadProgress = Self.second
+        #expect(state.expired(activity, now: 0, settings: settings) == nil, "no body on its way")
+    }
+
     @Test func lingeringEndsAfterTheLingerTimeoutFromItsStart() {
         var state = ConnectionState()
         _ = state.beginLinger(now: 100 * Self.second, enabled: true)

@@ -104,6 +104,35 @@ import Testing
         }
     }
 
+    /// Bodies arriving on many connections at once are bounded together (`maxBufferedBodies`):
+    /// past it, those whose clients stopped sending are refused with 408 within a second or so,
+    /// not after the body timeout; a client that keeps sending is served.
+    @Test func stalledBodiesPastTheServersBoundAre408() throws {
+        try withServer({
+            $0.maxBufferedBodies = 100_000
+            $0.bodyTimeout = .seconds(30)
+        }) { server, _ in
+            let piece = String(repeating: "x", count: 60_000)
+            let stalled = try (0..<3).map { _ in
+                let client = try TestClient(port: server.port, timeout: 10)
+                try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n" + piece)
+                return client
+            }
+            let sending = try TestClient(port: server.port, timeout: 10)
+            try sending.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n")
+            let started = ContinuousClock.now
+            for _ in 0..<20 {
+                try sending.send("xx")
+                usleep(100_000)
+            }
+            for client in stalled {
+                expectError(try client.readResponse(), 408, .requestTimeout)
+            }
+            #expect(ContinuousClock.now - started < .seconds(15), "well before the 30 s body timeout")
+            #expect(try sending.readResponse().status == 200, "a client that sends is left alone")
+        }
+    }
+
     @Test func silentConnectionIsClosedAfterHeaderTimeout() throws {
         try withServer({ $0.headerTimeout = .milliseconds(300) }) { server, _ in
             let client = try TestClient(port: server.port)

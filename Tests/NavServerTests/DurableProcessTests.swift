@@ -215,6 +215,7 @@ import TestSupport
         try first.waitUntilListening()
         #expect((first.listening["max_session_memory"]?.intValue ?? 0) > 1 << 20, "the default: a share of the machine's memory")
         #expect((first.listening["max_output_buffer"]?.intValue ?? 0) > 1 << 20, "the default: a share of the machine's memory")
+        #expect(first.listening["max_input_buffer"] == first.listening["max_output_buffer"], "an eighth, as for output")
         let client = try LoopbackClient(port: first.port)
         var sessions: [(id: String, token: String)] = []
         for _ in 0..<20 {

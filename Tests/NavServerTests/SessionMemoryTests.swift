@@ -11,6 +11,7 @@ import TestSupport
         let settings: [(flag: String, variable: String, value: KeyPath<ServerConfiguration, Int?>)] = [
             ("--max-session-memory", "NAVD_MAX_SESSION_MEMORY", \.maxSessionMemory),
             ("--max-output-buffer", "NAVD_MAX_OUTPUT_BUFFER", \.maxOutputBuffer),
+            ("--max-input-buffer", "NAVD_MAX_INPUT_BUFFER", \.maxInputBuffer),
         ]
         for (flag, variable, value) in settings {
             #expect(try ServerConfiguration.parse(arguments: [], environment: [:])[keyPath: value] == nil)
