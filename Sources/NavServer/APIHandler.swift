@@ -151,8 +151,8 @@ final class APIHandler: HTTPHandler {
             }
             let hosted = try authorize(parameters[0], request, allowQueryToken: route == .events)
             hosted.touch()
-            if route == .events, let shared = persistence.shared, let resumed = Self.lastEventID(request), resumed > 0 {
-                return resumeFromTheLatestCopy(after: resumed, shared, route, parameters, hosted, request, answer)
+            if route == .events, persistence.shared != nil, let resumed = Self.lastEventID(request), resumed > 0 {
+                return resumeFromTheLatestCopy(after: resumed, route, parameters, hosted, request, answer)
             }
             try sessionRoute(route, parameters, hosted, request, answer)
         }
@@ -164,17 +164,14 @@ final class APIHandler: HTTPHandler {
     /// did; if so the copy goes, as on hearing it, and the session is claimed again with what the
     /// store holds, so the client resumes where it was rather than from a snapshot older than
     /// what it has. An id nobody issued gets a snapshot, as on one node, and moves nothing.
-    private func resumeFromTheLatestCopy(after resumed: Int, _ shared: any SharedSessionStorage, _ route: Route, _ parameters: [String],
+    private func resumeFromTheLatestCopy(after resumed: Int, _ route: Route, _ parameters: [String],
                                          _ hosted: HostedSession, _ request: HTTPRequest, _ answer: Answer) {
         Task(executorPreference: answer.executor) { [self] in
             do throws(APIError) {
                 let issued = (try? await hosted.navigation.run { $0.lastEventID }) ?? .max
-                if resumed > issued, let held = hosted.epoch {
-                    let current = await withCheckedContinuation { done in shared.currentEpoch(of: hosted.id) { done.resume(returning: $0) } }
-                    if case .success(let epoch) = current, epoch > held {
-                        release(hosted.id, olderThan: epoch)
-                        return try claimThenServe(route, parameters, request, answer)
-                    }
+                if resumed > issued, let held = hosted.epoch, let epoch = await persistence.currentEpoch(of: hosted.id), epoch > held {
+                    release(hosted.id, olderThan: epoch)
+                    return try claimThenServe(route, parameters, request, answer)
                 }
                 try sessionRoute(route, parameters, hosted, request, answer)
             } catch {

@@ -314,6 +314,17 @@ final class SessionPersistence: Sendable {
         return result
     }
 
+    /// The epoch session `id` has in the shared store now (`SessionEpoch.deleted` when it is
+    /// gone); nil without a shared store, or when it cannot say.
+    func currentEpoch(of id: String) async -> Int? {
+        guard let shared else { return nil }
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<Int, StorageError>, Never>) in
+            shared.currentEpoch(of: id) { done.resume(returning: $0) }
+        }
+        _ = noted(result.map { _ in })
+        return try? result.get()
+    }
+
     /// Expiry of the sessions no node holds, on a shared store: marks `inUse` as used now and
     /// deletes what no node has used for `idle` (nothing without it). Returns the ids deleted.
     func sweep(inUse: [String], idle: Duration?) async -> Result<[String], StorageError> {
