@@ -45,6 +45,7 @@ final class EventLoop: @unchecked Sendable {
     var connections: [Connection?] = []
     /// What this loop last added to `shared.bufferedOutput`.
     var countedOutput = 0
+    /// What this loop last added to `shared.bufferedBodies`.
     var countedBodies = 0
     var localMessages: [LoopMessage] = []
     private var spareMessages: [LoopMessage] = []

@@ -29,6 +29,17 @@ struct EventLog {
         slots.append(event)
         bytes += event.encodedData.count
         while count > capacity || (bytes > ceiling && count > 0) { dropOldest() }
+        compact()
+    }
+
+    /// Drops the oldest events until those kept take at most `limit` bytes.
+    mutating func trim(toBytes limit: Int) {
+        while bytes > limit && count > 0 { dropOldest() }
+        compact()
+    }
+
+    /// Releases the slots of dropped events once they are half of all.
+    private mutating func compact() {
         if head >= 64 && head * 2 >= slots.count {
             slots.removeFirst(head)
             head = 0

@@ -38,19 +38,19 @@ public struct FeatureCatalog: Sendable {
     public init(hosting hosts: [Host]) {
         self.hosts = hosts
         let hostNames = Set(hosts.map(\.name))
-        var seen: [String: (screen: AnyObject, description: JSON)] = [:]
+        var seen: [String: any DescribableScreen] = [:]
         var screens: [any DescribableScreen] = []
         var pending = hosts.map(\.screen)
         while !pending.isEmpty {
             let screen = pending.removeFirst()
             if let earlier = seen[screen.name] {
-                guard earlier.screen !== screen as AnyObject else { continue }
-                guard earlier.description == screen.describe(hostable: false) else {
+                // Described only when two declarations meet: a screen met again is most often the same one.
+                guard earlier as AnyObject === screen as AnyObject || earlier.describe(hostable: false) == screen.describe(hostable: false) else {
                     preconditionFailure("two different screens are named \"\(screen.name)\": give each its own name")
                 }
                 continue
             }
-            seen[screen.name] = (screen as AnyObject, screen.describe(hostable: false))
+            seen[screen.name] = screen
             screens.append(screen)
             pending += screen.children
         }

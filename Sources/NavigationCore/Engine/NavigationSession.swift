@@ -126,17 +126,11 @@ public actor NavigationSession {
         // Kept events serve resumes only: past the budget the oldest stay on disk, as they would
         // have gone from memory had the budget been spent while they came (a resume from before
         // them gets a snapshot). A restart must not bring back more than the budget lets run.
-        var kept = events[...]
+        for event in events { log.append(event) }
         if let memory = limits.memory {
-            let room = memory.limit - memory.bytesInUse
-                - MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: 0)
-            var keptBytes = kept.reduce(0) { $0 + $1.encodedData.count }
-            while keptBytes > room, let oldest = kept.first {
-                keptBytes -= oldest.encodedData.count
-                kept = kept.dropFirst()
-            }
+            log.trim(toBytes: memory.limit - memory.bytesInUse
+                - MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: 0))
         }
-        for event in kept { log.append(event) }
         durability = Durability(journal: journal, durable: stored)
         // What the journal holds since its snapshot still counts toward the next one: a session
         // that changes a little in each of many runs must get a snapshot all the same.
