@@ -155,6 +155,33 @@ final class MemoryJournal: SessionJournal {
         #expect(journal.entries.contains { $0.snapshot != nil })
     }
 
+    /// What a session keeps for a rollback (the entries since its last snapshot) stays within
+    /// about its state's size: a large state replaced again and again takes a snapshot once the
+    /// patches and events since the last one outgrow the state, not only once the events fill
+    /// half the event buffer (megabytes no memory budget counts).
+    @Test func aJournalThatOutgrowsItsStateTakesASnapshot() async throws {
+        let catalog = FeatureSet.catalog(Harness.dependencies())
+        var limits = SessionLimits()
+        limits.maxStringBytes = 1 << 20
+        let session = try catalog.makeSession(feature: "counter", state: nil, limits: limits)
+        let journal = MemoryJournal()
+        _ = await session.makeDurable(journal: journal)
+        let size = 200_000
+        for round in 0..<12 {
+            let text = String(repeating: Character(Unicode.Scalar(UInt8(ascii: "a") + UInt8(round))), count: size)
+            let state: JSON = ["count": .int(round), "destination": ["fact": ["value": .string(text)]]]
+            _ = try await session.durable(try await session.replaceState(state))
+        }
+        var bytes = 0
+        for entry in journal.entries {
+            guard entry.snapshot == nil else { bytes = 0; continue }
+            bytes += entry.events.reduce(0) { $0 + $1.encodedData.count } + JSONWriter.size(entry.statePatch)
+            // The state, then one more batch: its event and its patch, each about the text.
+            #expect(bytes <= 3 * (size + 1000), "the journal since the snapshot stays within about the state's size")
+        }
+        #expect(journal.entries.filter { $0.snapshot != nil }.count >= 4)
+    }
+
     /// A record only corruption could give is refused at restore, so that session is skipped
     /// (logged, counted) instead of trapping the server at its next change: counters that
     /// would overflow, or a counter under ids already on screen, which would repeat them.

@@ -134,7 +134,10 @@ public actor NavigationSession {
         durability = Durability(journal: journal, durable: stored)
         // What the journal holds since its snapshot still counts toward the next one: a session
         // that changes a little in each of many runs must get a snapshot all the same.
-        for entry in entries { durability?.count(entry.events) }
+        for entry in entries {
+            durability?.count(entry.events)
+            durability?.count(patch: entry.statePatch)
+        }
         // Charged whatever the budget holds: what was acknowledged comes back.
         charged = MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: log.bytes)
         limits.memory?.charge(charged)
@@ -958,14 +961,16 @@ public actor NavigationSession {
         // state whole; a snapshot every so often bounds what a restart must replay, and lets
         // the store drop what came before it.
         durability.count(events)
-        let snapshotIsDue = durability.snapshotIsDue(limits)
+        let snapshotIsDue = durability.snapshotIsDue(limits, stateBytes: reconciler.stateBytes)
         // A snapshot is encoded afresh, and what is kept starts over from it: a change a feature
         // made unobserved (see `EncodedStates`) is stored by the next snapshot at the latest.
         let state = reconciler.encodeState(keeping: !snapshotIsDue) ?? .null
         let patch = JSONPatch.diff(from: durability.recorded, to: state)
         durability.recorded = state
         var snapshot: DurableSession?
-        if snapshotIsDue {
+        if !snapshotIsDue {
+            durability.count(patch: patch)
+        } else {
             snapshot = DurableSession(version: version, lastSequence: lastSequence, nextSerial: reconciler.serialCounter,
                                       state: state, navigation: reconciler.root.json)
             durability.resetCounts()
@@ -1013,6 +1018,9 @@ final class Wakeup: Sendable {
 private struct Durability {
     /// Batches between snapshots at most.
     static let snapshotEvery = 64
+    /// Below this, a journal since the snapshot is small enough whatever the state: small states
+    /// are left to `snapshotEvery`, which keeps a counter's journal rows tiny.
+    static let journalBytesFloor = 64 * 1024
 
     let journal: any SessionJournal
     /// The last durable snapshot and the durable entries since: what a rollback goes back to.
@@ -1028,6 +1036,9 @@ private struct Durability {
     private var batchesSinceSnapshot = 0
     private var eventsSinceSnapshot = 0
     private var eventBytesSinceSnapshot = 0
+    /// Events and state patches since the snapshot, as encoded: what `entriesSinceSnapshot`
+    /// holds, which no budget counts.
+    private var journalBytesSinceSnapshot = 0
 
     init(journal: any SessionJournal, durable: DurableSession) {
         self.journal = journal
@@ -1040,7 +1051,14 @@ private struct Durability {
     mutating func count(_ events: [NavigationEvent]) {
         batchesSinceSnapshot += 1
         eventsSinceSnapshot += events.count
-        for event in events { eventBytesSinceSnapshot += event.encodedData.count }
+        let eventBytes = events.reduce(0) { $0 + $1.encodedData.count }
+        eventBytesSinceSnapshot += eventBytes
+        journalBytesSinceSnapshot += eventBytes
+    }
+
+    /// Counts a batch's state patch, once made: it weighs in the next batch's decision.
+    mutating func count(patch: JSON) {
+        journalBytesSinceSnapshot += JSONWriter.size(patch)
     }
 
     mutating func takeSnapshotNext() {
@@ -1051,16 +1069,21 @@ private struct Durability {
         batchesSinceSnapshot = 0
         eventsSinceSnapshot = 0
         eventBytesSinceSnapshot = 0
+        journalBytesSinceSnapshot = 0
     }
 
     /// Whether the next batch should carry a snapshot: every so many batches, and before the
     /// events since the last one outgrow half the event buffer, by count or by bytes, so that
     /// the store can always drop what a snapshot covers and still keep every event a restart
-    /// needs to replay.
-    func snapshotIsDue(_ limits: SessionLimits) -> Bool {
+    /// needs to replay; and once the journal since the last one outgrows the state itself, so
+    /// that what a rollback keeps (`entriesSinceSnapshot`) stays within the state's size: a
+    /// session whose large state is replaced again and again would otherwise hold megabytes of
+    /// patches and events that its budget, which counts the state and the kept events, never sees.
+    func snapshotIsDue(_ limits: SessionLimits, stateBytes: Int) -> Bool {
         batchesSinceSnapshot >= Self.snapshotEvery
             || eventsSinceSnapshot * 2 >= max(2, limits.eventBufferCount)
             || eventBytesSinceSnapshot * 2 >= max(2, limits.eventBufferBytes)
+            || journalBytesSinceSnapshot >= max(stateBytes, Self.journalBytesFloor)
     }
 
     mutating func wakeWaiters() {
