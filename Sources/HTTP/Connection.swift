@@ -49,6 +49,8 @@ final class Connection: @unchecked Sendable {
     var blankLineBytes = 0
     /// When its client last sent bytes.
     var lastReadProgress: Int64
+    /// Its body's bytes as last added to `ServerShared.bufferedBodies`.
+    var countedBodyBytes = 0
 
     init(fd: Int32, token: UInt64, peer: PeerAddress, isRefused: Bool, now: Int64) {
         self.fd = fd

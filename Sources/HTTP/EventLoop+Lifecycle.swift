@@ -25,6 +25,7 @@ extension EventLoop {
         }
         connection.pending = []
         connection.body = nil
+        countBody(connection)
         connection.output.removeAll()
         for slot in connection.slots {
             if case .stream(let stream, _)? = slot.outcome { stream.finish(reason) }
@@ -50,19 +51,25 @@ extension EventLoop {
 
     /// Enforces the timeouts; run every `sweepInterval`. Counts what waits for this loop's
     /// clients on the way, for the server-wide bound (`maxBufferedOutput`), which the count of
-    /// the sweeps before decides.
+    /// the sweeps before decides. (Bodies are counted as they arrive: see `countBody`.)
     func sweep() {
         resumeListeningIfDue()
         let pressed = settings.maxBufferedOutput.map { shared.bufferedOutput.load(ordering: .relaxed) > $0 } ?? false
-        let bodiesPressed = settings.maxBufferedBodies.map { shared.bufferedBodies.load(ordering: .relaxed) > $0 } ?? false
+        // A refusal for the bound presses for four sweeps (a second by default, the refused
+        // client's `Retry-After`): long enough for a body that had stopped arriving by then to be
+        // found stalled.
+        let refusals = shared.bodyRefusals.load(ordering: .relaxed)
+        bodyPressureSweeps = refusals != seenBodyRefusals ? 4 : max(0, bodyPressureSweeps - 1)
+        seenBodyRefusals = refusals
+        let bodiesPressed = bodyPressureSweeps > 0
+            || settings.maxBufferedBodies.map { shared.bufferedBodies.load(ordering: .relaxed) > $0 } ?? false
         var waiting = 0
-        var receiving = 0
         var index = 0
         while index < connections.count {
             if let connection = connections[index] {
-                let held = checkTimeouts(connection, pressed: pressed, bodiesPressed: bodiesPressed)
-                waiting += held.output
-                receiving += held.input
+                // A body dropped on a path that did not count it (the client's FIN) is let go here.
+                countBody(connection)
+                waiting += checkTimeouts(connection, pressed: pressed, bodiesPressed: bodiesPressed)
             }
             index += 1
         }
@@ -70,15 +77,11 @@ extension EventLoop {
             shared.bufferedOutput.add(waiting - countedOutput, ordering: .relaxed)
             countedOutput = waiting
         }
-        if settings.maxBufferedBodies != nil, receiving != countedBodies {
-            shared.bufferedBodies.add(receiving - countedBodies, ordering: .relaxed)
-            countedBodies = receiving
-        }
     }
 
     /// Closes or refuses `connection` if a timeout ran out; returns the bytes waiting for its
-    /// client, and those of a request body it is sending.
-    private func checkTimeouts(_ connection: Connection, pressed: Bool, bodiesPressed: Bool) -> (output: Int, input: Int) {
+    /// client.
+    private func checkTimeouts(_ connection: Connection, pressed: Bool, bodiesPressed: Bool) -> Int {
         // The stream's queue is behind a lock: read only when the too-slow rule can look at it.
         // Not waiting, a stream's queue is empty or about to be written.
         let waiting = connection.state.isStreamBlocked || !connection.output.isEmpty
@@ -102,12 +105,14 @@ extension EventLoop {
             sinceReadProgress: now - connection.lastReadProgress,
             bodiesPressed: bodiesPressed)
         switch connection.state.expired(activity, now: now, settings: settings) {
-        case nil: return (connection.output.count + streamQueuedBytes, connection.body?.bytes.count ?? 0)
+        case nil: return connection.output.count + streamQueuedBytes
         case .close(let reason): close(connection, reason: reason)
         case .refuseHead: refuse(connection, .requestTimeout, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
-        case .refuseBody: refuseBody(connection, .requestTimeout)
+        case .refuseBody:
+            refuseBody(connection, .requestTimeout)
+            countBody(connection)
         }
-        return (0, 0)
+        return 0
     }
 
     /// A client that reads slowly frees its socket's buffer a little at a time, and Linux

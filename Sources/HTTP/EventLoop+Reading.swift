@@ -21,8 +21,28 @@ extension EventLoop {
             if connection.state.isLingering || connection.state.stream != nil { return }
             if case .discard = connection.phase { return }
             feed(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
+            if countBody(connection) {
+                shared.bodyRefusals.add(1, ordering: .relaxed)
+                refuseBody(connection, .bodiesOverCapacity)
+                countBody(connection)
+            }
             updateInterest(connection)
         }
+    }
+
+    /// Brings `shared.bufferedBodies` up to date with what `connection` holds of a body still
+    /// arriving. Returns whether the body grew past the server's bound for all bodies together:
+    /// counted as bytes arrive, so a burst of bodies is stopped at the bound, not a sweep later.
+    /// A body that arrives whole within one read is never held, so costs nothing here.
+    @discardableResult
+    func countBody(_ connection: Connection) -> Bool {
+        guard let bound = settings.maxBufferedBodies else { return false }
+        let held = connection.body?.bytes.count ?? 0
+        let counted = connection.countedBodyBytes
+        guard held != counted else { return false }
+        connection.countedBodyBytes = held
+        let total = shared.bufferedBodies.add(held - counted, ordering: .relaxed).newValue
+        return held > counted && total > bound
     }
 
     private func feed(_ connection: Connection, _ bytes: UnsafeRawBufferPointer) {

@@ -45,8 +45,10 @@ final class EventLoop: @unchecked Sendable {
     var connections: [Connection?] = []
     /// What this loop last added to `shared.bufferedOutput`.
     var countedOutput = 0
-    /// What this loop last added to `shared.bufferedBodies`.
-    var countedBodies = 0
+    /// `shared.bodyRefusals` as this loop's last sweep saw it.
+    var seenBodyRefusals = 0
+    /// Sweeps left in which bodies count as pressed since the last refusal for their bound.
+    var bodyPressureSweeps = 0
     var localMessages: [LoopMessage] = []
     private var spareMessages: [LoopMessage] = []
     var dirty: [Connection] = []

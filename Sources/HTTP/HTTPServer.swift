@@ -97,6 +97,12 @@ public final class HTTPServer: Sendable {
         counters.withLock { $0?.bufferedOutput.load(ordering: .relaxed) ?? 0 }
     }
 
+    /// Bytes of request bodies still arriving, as they arrive; counted only under
+    /// `maxBufferedBodies`.
+    public var bufferedBodyBytes: Int {
+        counters.withLock { $0?.bufferedBodies.load(ordering: .relaxed) ?? 0 }
+    }
+
     /// Stops accepting (new connections are refused), closes idle keep-alive connections and
     /// lets in-flight requests finish; their connections close after the response. Event
     /// streams are left open for the application to end.

@@ -59,6 +59,7 @@ public struct ProtocolError: Error, Sendable, Equatable {
     static let headersTooLarge = ProtocolError(.headersTooLarge, "The request header section is too large.")
     static let payloadTooLarge = ProtocolError(.payloadTooLarge, "The request body is too large.")
     static let overCapacity = ProtocolError(.overCapacity, "The server has too many open connections.")
+    static let bodiesOverCapacity = ProtocolError(.overCapacity, "The server is receiving too many request bodies at once; try again shortly.")
     static let shuttingDown = ProtocolError(.shuttingDown, "The server is shutting down.")
     static let versionNotSupported = ProtocolError(.versionNotSupported, "Only HTTP/1.0 and HTTP/1.1 are supported.")
 }

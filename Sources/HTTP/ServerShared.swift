@@ -13,9 +13,12 @@ final class ServerShared: Sendable {
     /// Bytes waiting for clients on every loop, as each loop counted its own at its last sweep:
     /// what `maxBufferedOutput` bounds.
     let bufferedOutput = Atomic<Int>(0)
-    /// Bytes of request bodies being received on every loop, counted alike: what
+    /// Bytes of request bodies being received on every loop, counted as they arrive: what
     /// `maxBufferedBodies` bounds.
     let bufferedBodies = Atomic<Int>(0)
+    /// Bodies refused for that bound so far: the bound holds, so a count is how the loops hear
+    /// that clients want more than it, and shed the bodies that stopped arriving.
+    let bodyRefusals = Atomic<Int>(0)
     /// Round-robin position for handing accepted connections to loops.
     let nextLoop = Atomic<Int>(0)
     /// Set by beginShutdown: accepted connections are answered 503 at once, not served.

@@ -119,7 +119,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--max-output-buffer", environment: "NAVD_MAX_OUTPUT_BUFFER", value: "BYTES", help: "bytes waiting for clients on all connections; past it, clients that read nothing are cut, to resume (default an eighth of memory)") { config, value throws(Invalid) in
             config.maxOutputBuffer = try integer(value, "--max-output-buffer", in: (1 << 20)...(1 << 50))
         },
-        Option(flag: "--max-input-buffer", environment: "NAVD_MAX_INPUT_BUFFER", value: "BYTES", help: "bytes of request bodies being received on all connections; past it, bodies whose clients stopped sending get 408 (default an eighth of memory)") { config, value throws(Invalid) in
+        Option(flag: "--max-input-buffer", environment: "NAVD_MAX_INPUT_BUFFER", value: "BYTES", help: "bytes of request bodies being received on all connections; a body past it gets 503, and then bodies whose clients stopped sending get 408 (default an eighth of memory)") { config, value throws(Invalid) in
             config.maxInputBuffer = try integer(value, "--max-input-buffer", in: (1 << 20)...(1 << 50))
         },
         Option(flag: "--event-buffer", environment: "NAVD_EVENT_BUFFER", value: "N", help: "events kept per session for resuming streams (default 1024)") { config, value throws(Invalid) in

@@ -104,27 +104,58 @@ import Testing
         }
     }
 
-    /// Bodies arriving on many connections at once are bounded together (`maxBufferedBodies`):
-    /// past it, those whose clients stopped sending are refused with 408 within a second or so,
-    /// not after the body timeout; a client that keeps sending is served. Shedding stops once
-    /// what is left fits the bound, so each stalled body here is over it on its own: all go,
-    /// whichever sweep each is found stalled in.
-    @Test func stalledBodiesPastTheServersBoundAre408() throws {
+    /// Bodies arriving on many connections at once are bounded together (`maxBufferedBodies`),
+    /// counted as their bytes arrive: the body whose bytes would take them past the bound is
+    /// refused at once with 503 (not a sweep later, when a burst could have piled up far more),
+    /// and the others go on.
+    @Test func aBodyPastTheServersBoundIsRefusedAsItArrives() throws {
         try withServer({
-            $0.maxBufferedBodies = 50_000
+            $0.maxBufferedBodies = 100_000
             $0.bodyTimeout = .seconds(30)
         }) { server, _ in
             let piece = String(repeating: "x", count: 60_000)
+            let first = try TestClient(port: server.port, timeout: 10)
+            try first.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 120000\r\n\r\n" + piece)
+            #expect(TestHandler.eventually { server.bufferedBodyBytes == 60_000 }, "counted as it arrives")
+            let second = try TestClient(port: server.port, timeout: 10)
+            try second.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 120000\r\n\r\n" + piece)
+            let refused = try second.readResponse()
+            #expect(refused.status == 503)
+            #expect(refused.headers["X-Refused"] == "overCapacity")
+            #expect(second.waitForClose())
+            #expect(TestHandler.eventually { server.bufferedBodyBytes == 60_000 }, "the refused body is let go")
+            // The first was within the bound: it completes.
+            try first.send(piece)
+            let served = try first.readResponse()
+            #expect(served.status == 200 && served.body.count > 120_000)
+            #expect(TestHandler.eventually { server.bufferedBodyBytes == 0 }, "a finished body is let go")
+        }
+    }
+
+    /// Stalled bodies are what a client holds at no cost to itself: once a body was refused for
+    /// the bound, those whose clients stopped sending get 408 within a second or so, not after
+    /// the body timeout, so that clients with a body to send get the room; a client that keeps
+    /// sending is left alone.
+    @Test func stalledBodiesAre408OnceTheBoundRefusedOne() throws {
+        try withServer({
+            $0.maxBufferedBodies = 150_000
+            $0.bodyTimeout = .seconds(30)
+        }) { server, _ in
+            let piece = String(repeating: "x", count: 40_000)
             let stalled = try (0..<3).map { _ in
                 let client = try TestClient(port: server.port, timeout: 10)
                 try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n" + piece)
                 return client
             }
+            #expect(TestHandler.eventually { server.bufferedBodyBytes == 120_000 })
             // A byte every 20 ms: well within the two sweeps (half a second) a sender may pause,
             // even on a busy machine that is late to wake this thread.
             let sending = try TestClient(port: server.port, timeout: 10)
             try sending.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
             let started = ContinuousClock.now
+            let refused = try TestClient(port: server.port, timeout: 10)
+            try refused.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n" + piece)
+            #expect(try refused.readResponse().status == 503, "past the bound")
             for _ in 0..<100 {
                 try sending.send("x")
                 usleep(20_000)
@@ -134,6 +165,11 @@ import Testing
             }
             #expect(ContinuousClock.now - started < .seconds(15), "well before the 30 s body timeout")
             #expect(try sending.readResponse().status == 200, "a client that sends is left alone")
+            // With the stalled ones gone, a body that did not fit before fits now.
+            let retried = try TestClient(port: server.port, timeout: 10)
+            try retried.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 80000\r\n\r\n" + piece)
+            try retried.send(piece)
+            #expect(try retried.readResponse().status == 200)
         }
     }
 
