@@ -90,6 +90,29 @@ import TestSupport
         await server.stop()
     }
 
+    /// Past `--max-input-buffer`, the body whose bytes took the bodies being received past it
+    /// is answered with the API's own 503 at once, its connection closed after the drain; the
+    /// body within the bound is served as usual.
+    @Test func aBodyPastTheInputBufferIsAnsweredAsTheAPIsOwn503() async throws {
+        let server = try await TestServer { $0.maxInputBuffer = 1 << 20 }
+        let body = Array("{\"feature\":\"counter\"}".utf8) + Array(repeating: UInt8(ascii: " "), count: 700_000)
+        let request = LoopbackClient.format("POST", "/sessions", headers: [("Content-Type", "application/json")], body: body)
+        let head = request.count - body.count
+        let first = try server.client()
+        try await first.send(Array(request[..<(head + 600_000)]))
+        try await Task.sleep(for: .milliseconds(200))
+        let second = try server.client()
+        try await second.send(Array(request[..<(head + 600_000)]))
+        let refused = try await second.readResponse()
+        #expect(refused.status == 503)
+        #expect(refused.json["error"]?["code"] == "over_capacity")
+        #expect(refused.header("Retry-After") == "1")
+        #expect(await second.readUntilClosed())
+        try await first.send(Array(request[(head + 600_000)...]))
+        #expect(try await first.readResponse().status == 201, "the body within the bound is served")
+        await server.stop()
+    }
+
     /// The 503 at `--max-connections` is written before any request is read, yet it is the API's
     /// error with `Retry-After`, a request id, the CORS headers every answer carries (here `*`),
     /// a log line and a count.
