@@ -189,6 +189,22 @@ extension EventLoop {
     private func finishBody(_ connection: Connection) {
         connection.phase = .head
         guard let body = connection.body else { return }
+        // A body whole is counted until its request is answered: a thousand of them waiting for
+        // a busy session hold as much as a thousand arriving. Small ones are the connection's
+        // own overhead, as its head is, so the usual request costs no shared count.
+        let counted = connection.countedBodyBytes
+        var held = 0
+        if let bound = settings.maxBufferedBodies, counted > 0 || body.bytes.count > Self.uncountedBodyBytes {
+            let total = shared.bufferedBodies.add(body.bytes.count - counted, ordering: .relaxed).newValue
+            connection.countedBodyBytes = 0
+            if body.bytes.count > counted && total > bound {
+                shared.bufferedBodies.subtract(body.bytes.count, ordering: .relaxed)
+                shared.bodyRefusals.add(1, ordering: .relaxed)
+                refuseBody(connection, .bodiesOverCapacity)
+                return
+            }
+            held = body.bytes.count
+        }
         connection.body = nil
         var request = body.head.request
         request.body = body.bytes
@@ -196,12 +212,16 @@ extension EventLoop {
             // The client sent the body without waiting; the interim answer is moot.
             connection.slots[index].owesContinue = false
         }
-        dispatch(request, on: connection, sequence: body.sequence)
+        dispatch(request, on: connection, sequence: body.sequence, countedBodyBytes: held)
     }
 
-    private func dispatch(_ request: HTTPRequest, on connection: Connection, sequence: UInt64) {
+    /// Bodies up to this size, arriving whole, are not counted toward `maxBufferedBodies`.
+    static let uncountedBodyBytes = 16 * 1024
+
+    private func dispatch(_ request: HTTPRequest, on connection: Connection, sequence: UInt64, countedBodyBytes: Int = 0) {
         connection.state.requestDispatched()
-        let responder = HTTPResponder(loop: self, connection: connection, sequence: sequence, request: request)
+        let responder = HTTPResponder(loop: self, connection: connection, sequence: sequence, request: request,
+                                      countedBodyBytes: countedBodyBytes)
         shared.handler.handle(request, responder: responder)
         if responder.openedStream.load(ordering: .relaxed) {
             // Nothing pipelined after a stream is served.

@@ -12,11 +12,14 @@ public final class HTTPResponder: Sendable {
     private let answered = Atomic<Bool>(false)
     /// Lets the loop stop parsing pipelined requests when the handler opens a stream at once.
     let openedStream = Atomic<Bool>(false)
+    /// The request's body as counted toward `maxBufferedBodies`: given back once it is answered.
+    private let countedBodyBytes: Int
 
-    init(loop: EventLoop, connection: Connection, sequence: UInt64, request: HTTPRequest) {
+    init(loop: EventLoop, connection: Connection, sequence: UInt64, request: HTTPRequest, countedBodyBytes: Int = 0) {
         self.loop = loop
         self.connection = connection
         self.sequence = sequence
+        self.countedBodyBytes = countedBodyBytes
         var head = request
         head.body = []
         self.head = Mutex(head)
@@ -57,7 +60,9 @@ public final class HTTPResponder: Sendable {
     public var peer: PeerAddress { connection.peer }
 
     private func claim() -> Bool {
-        answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        guard answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return false }
+        if countedBodyBytes > 0 { loop.shared.bufferedBodies.subtract(countedBodyBytes, ordering: .relaxed) }
+        return true
     }
 
     /// Claims the answer for the handler's own response: the head is not needed any more.
