@@ -357,7 +357,7 @@ final class SessionPersistence: Sendable {
             reader = try LoopThread.start {
                 var batch: [StoredSession] = []
                 let outcome = Result { () throws(StorageError) -> [String] in
-                    try storage.load { stored in
+                    try storage.load(within: limits.memory?.limit ?? .max) { stored in
                         batch.append(stored)
                         if batch.count == RecoveryBatch.size {
                             handoff.put(batch)

@@ -258,11 +258,13 @@ public final class SQLiteSessionStore: BackupStorage {
 
     // MARK: - Loading
 
-    public func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
-        // The journal first, whole and in order: it is where the index of its rows comes from.
+    public func load(within memory: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
+        // The journal first, in order: it is where the index of its rows comes from.
         var history = try open.withLock { open -> Result<[String: History], StorageError> in
             guard let database = open?.database else { return .failure(.unavailable("the store is closed")) }
-            return Self.reading { () throws(SQLiteDatabase.Failure) in try Self.readJournal(from: database) }.map { history, journal in
+            return Self.reading { () throws(SQLiteDatabase.Failure) in
+                try Self.readJournal(from: database, eventBytes: Self.roomForEvents(in: database, within: memory))
+            }.map { history, journal in
                 open?.journal = journal
                 return history
             }
@@ -313,27 +315,56 @@ public final class SQLiteSessionStore: BackupStorage {
         var unreadable = false
     }
 
-    /// Every session's journal rows, in order, and the index of them.
-    private static func readJournal(from database: SQLiteDatabase) throws(SQLiteDatabase.Failure) -> ([String: History], JournalIndex) {
+    /// What `memory` leaves for kept events once every session's state is back: each counted as
+    /// its stored state and tree, what its budget charges it at the least.
+    private static func roomForEvents(in database: SQLiteDatabase, within memory: Int) throws(SQLiteDatabase.Failure) -> Int {
+        guard memory < .max else { return .max }
+        return max(0, memory - (try database.integer("SELECT coalesce(sum(length(state) + length(tree)), 0) FROM sessions")))
+    }
+
+    /// Every session's journal rows, in order, and the index of them. The rows a restart
+    /// replays (past the session's snapshot) come with their patches and events; the others
+    /// only with their events, and those only as far as `eventBytes` has room, newest rows
+    /// first: the journal may keep an event buffer's worth for every session, far more than
+    /// memory holds.
+    private static func readJournal(from database: SQLiteDatabase, eventBytes: Int) throws(SQLiteDatabase.Failure) -> ([String: History], JournalIndex) {
         var history: [String: History] = [:]
         var rows: [String: [JournalIndex.Row]] = [:]
+        var sizes: [(ordinal: Int, eventBytes: Int)] = []
         try database.run("""
-            SELECT session, version, last_sequence, next_serial, patch, extras, json_valid(events), ordinal, bytes_through
-            FROM journal ORDER BY ordinal
+            SELECT journal.session, journal.version, journal.last_sequence, journal.next_serial,
+                   CASE WHEN journal.version > sessions.version THEN journal.patch END, journal.extras,
+                   json_valid(journal.events), journal.ordinal, journal.bytes_through, journal.event_bytes,
+                   journal.version > sessions.version
+            FROM journal LEFT JOIN sessions ON sessions.id = journal.session ORDER BY journal.ordinal
             """) { row in
             let id = row.text(0)
             let lastSequence = row.integer(2)
             rows[id, default: []].append(.init(ordinal: Int64(row.integer(7)), lastSequence: lastSequence, bytesThrough: row.integer(8)))
+            sizes.append((row.integer(7), row.integer(9)))
             if row.integer(6) == 0 { history[id, default: History()].unreadable = true }
+            // Rows at or below the snapshot are kept only for their events.
+            guard row.integer(10) != 0 else { return }
             history[id, default: History()].transactions.append(SessionTransaction(
                 version: row.integer(1), lastSequence: lastSequence, nextSerial: row.integer(3),
                 statePatch: row.blob(4), events: [], extras: row.isNull(5) ? nil : row.blob(5)))
         }
+        // The oldest row whose events are read: from there on, the newest rows' events fit.
+        var first = Int.max
+        var total = 0
+        for size in sizes.reversed() {
+            total += size.eventBytes
+            guard total <= eventBytes else { break }
+            first = size.ordinal
+        }
+        sizes = []
+        // Each session's rows read are its newest (those from `first` on, and those it replays,
+        // which are its last): its kept events stay unbroken.
         try database.run("""
             SELECT journal.session, event.value ->> 0, event.value ->> 1, event.value -> 2
-            FROM journal, json_each(journal.events) AS event
-            WHERE json_valid(journal.events)
-            """) { row in
+            FROM journal JOIN sessions ON sessions.id = journal.session, json_each(journal.events) AS event
+            WHERE json_valid(journal.events) AND (journal.ordinal >= ? OR journal.version > sessions.version)
+            """, [.integer(first)]) { row in
             // In no particular order: each session's events are sorted by id when it is loaded.
             history[row.text(0), default: History()].events.append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.blob(3)))
         }

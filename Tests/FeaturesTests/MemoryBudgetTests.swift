@@ -1,5 +1,7 @@
+import Dispatch
 import Features
 @testable import NavigationCore
+import Synchronization
 import Testing
 
 /// What all sessions may hold together (`SessionLimits.memory`): each is charged its state, its
@@ -133,6 +135,20 @@ import Testing
         #expect(await !restoredTight.attach(after: 0) { start, _ in start.isResume }, "a resume from before the kept events: a snapshot")
         let latest = try #require(events.last?.sequence)
         #expect(await restoredTight.attach(after: latest - 1) { start, _ in start.isResume }, "the newest events are kept")
+    }
+
+    /// Sessions restored at once (a restart rebuilds them on every core) share the room the
+    /// budget has for their events: each takes its part in one step, so together they take what
+    /// there was, not each all of it.
+    @Test func roomTakenAtOnceIsSharedNotTakenTwice() {
+        let budget = MemoryBudget(limit: 100_000)
+        let granted = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 2_000) { _ in
+            granted.add(budget.charge(0, andUpTo: 100), ordering: .relaxed)
+        }
+        #expect(granted.load(ordering: .relaxed) == 100_000 && budget.bytesInUse == 100_000)
+        // What must come back is charged whatever the room: only the rest is bounded.
+        #expect(budget.charge(500, andUpTo: 100) == 0 && budget.bytesInUse == 100_500)
     }
 
     @Test func onceSpentAnEffectsResultThatGrowsTheStateIsDroppedAndItsSpinnerSettles() async throws {

@@ -8,7 +8,7 @@ protocol WrappedStore: SessionStorage {
 }
 
 extension WrappedStore {
-    func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(each) }
+    func load(within memory: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(within: memory, each) }
     func close() { inner.close() }
     func statistics() -> StorageStatistics { inner.statistics() }
     func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,

@@ -141,6 +141,40 @@ import TestSupport
         #expect(a.events.map(\.sequence) == [10, 11, 12], "what Last-Event-ID gets is the buffer's")
     }
 
+    /// A start reads kept events only as far as memory has room once the states are back,
+    /// newest first across sessions: the journal may hold an event buffer's worth for every
+    /// session, far more than the sessions' budget. What each session replays comes back
+    /// whatever the room, and each session's events stay its newest, unbroken.
+    @Test func aStartReadsKeptEventsOnlyAsFarAsMemoryHasRoom() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try open(EventRetention(count: 100, bytes: 1 << 20))
+        let big = "\"" + String(repeating: "x", count: 998) + "\""  // 1000 bytes
+        try commit(store, [.create(record("a"), snapshot(version: 0, last: 0)), .create(record("b"), snapshot(version: 0, last: 0))])
+        for version in 1...6 {
+            try commit(store, [.transaction(id: "a", transaction(version: version, events: version...version, data: big)),
+                               .transaction(id: "b", transaction(version: version, events: version...version, data: big))])
+        }
+        // a's snapshot covers 1…5: 6 is replayed. b has no snapshot since 0: all six are replayed.
+        try commit(store, [.snapshot(id: "a", snapshot(version: 5, last: 5))])
+        store.close()
+
+        let all = try open(EventRetention(count: 100, bytes: 1 << 20)).loadAll().sessions
+        #expect(all.map { $0.events.count } == [6, 6])
+
+        // Room for the states and the newest four rows' events (b6, a6, b5, a5, a thousand bytes
+        // each) but not a fifth.
+        let states = all.reduce(0) { $0 + $1.snapshot.state.count + $1.snapshot.tree.count }
+        var loaded: [StoredSession] = []
+        let failed = try open(EventRetention(count: 100, bytes: 1 << 20)).load(within: states + 4_500) { loaded.append($0) }
+        #expect(failed.isEmpty)
+        let a = try #require(loaded.first { $0.record.id == "a" })
+        let b = try #require(loaded.first { $0.record.id == "b" })
+        #expect(a.transactions.map(\.version) == [6] && a.transactions[0].events.map(\.sequence) == [6], "what a replays")
+        #expect(a.events.map(\.sequence) == [5, 6], "a's newest, as far as the room goes")
+        #expect(b.transactions.count == 6 && b.events.map(\.sequence) == Array(1...6), "b replays all six, so keeps them")
+        #expect(try open(EventRetention(count: 100, bytes: 1 << 20)).loadAll().sessions == all, "what was not read is still on disk")
+    }
+
     @Test func aDeletedSessionLeavesNothingBehind() throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try contract.aDeletedSessionIsGone()

@@ -60,6 +60,19 @@ public final class MemoryBudget: Sendable, Equatable {
         if bytes != 0 { used.add(bytes, ordering: .relaxed) }
     }
 
+    /// Charges `bytes` whatever the budget holds, and up to `more` besides as far as the limit
+    /// leaves room; returns how much of `more` was charged. In one step, so sessions restored at
+    /// once share the room left instead of each finding all of it.
+    func charge(_ bytes: Int, andUpTo more: Int) -> Int {
+        var current = used.load(ordering: .relaxed)
+        while true {
+            let granted = min(max(0, more), max(0, limit - current - bytes))
+            let (exchanged, found) = used.compareExchange(expected: current, desired: current + bytes + granted, ordering: .relaxed)
+            if exchanged { return granted }
+            current = found
+        }
+    }
+
     /// One budget is equal only to itself: sessions share it by reference.
     public static func == (left: MemoryBudget, right: MemoryBudget) -> Bool { left === right }
 }

@@ -127,10 +127,14 @@ public actor NavigationSession {
         // have gone from memory had the budget been spent while they came (a resume from before
         // them gets a snapshot). A restart must not bring back more than the budget lets run.
         for event in events { log.append(event) }
+        // Charged whatever the budget holds: what was acknowledged comes back.
+        let stateCharge = MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: 0)
         if let memory = limits.memory {
-            log.trim(toBytes: memory.limit - memory.bytesInUse
-                - MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: 0))
+            let room = memory.charge(stateCharge, andUpTo: log.bytes)
+            log.trim(toBytes: room)
+            memory.charge(log.bytes - room)
         }
+        charged = stateCharge + log.bytes
         durability = Durability(journal: journal, durable: stored)
         // What the journal holds since its snapshot still counts toward the next one: a session
         // that changes a little in each of many runs must get a snapshot all the same.
@@ -138,9 +142,6 @@ public actor NavigationSession {
             durability?.count(entry.events)
             durability?.count(patch: entry.statePatch)
         }
-        // Charged whatever the budget holds: what was acknowledged comes back.
-        charged = MemoryBudget.charge(features: reconciler.nodeCount, stateBytes: reconciler.stateBytes, eventBytes: log.bytes)
-        limits.memory?.charge(charged)
         watchEffects()
     }
 
