@@ -104,6 +104,13 @@ import Testing
         }
     }
 
+    /// A client that has sent a POST's head and the first `sent` bytes (x's) of its body.
+    private func posting(_ port: Int, _ path: String = "/echo", length: Int, sent: Int) throws -> TestClient {
+        let client = try TestClient(port: port, timeout: 10)
+        try client.send("POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Length: \(length)\r\n\r\n" + String(repeating: "x", count: sent))
+        return client
+    }
+
     /// Bodies arriving on many connections at once are bounded together (`maxBufferedBodies`),
     /// counted as their bytes arrive: the body whose bytes would take them past the bound is
     /// refused at once with 503 (not a sweep later, when a burst could have piled up far more),
@@ -113,19 +120,16 @@ import Testing
             $0.maxBufferedBodies = 100_000
             $0.bodyTimeout = .seconds(30)
         }) { server, _ in
-            let piece = String(repeating: "x", count: 60_000)
-            let first = try TestClient(port: server.port, timeout: 10)
-            try first.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 90000\r\n\r\n" + piece)
+            let first = try posting(server.port, length: 90_000, sent: 60_000)
             #expect(TestHandler.eventually { server.bufferedBodyBytes == 60_000 }, "counted as it arrives")
-            let second = try TestClient(port: server.port, timeout: 10)
-            try second.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 120000\r\n\r\n" + piece)
+            let second = try posting(server.port, length: 120_000, sent: 60_000)
             let refused = try second.readResponse()
             #expect(refused.status == 503)
             #expect(refused.headers["X-Refused"] == "overCapacity")
             #expect(second.waitForClose())
             #expect(TestHandler.eventually { server.bufferedBodyBytes == 60_000 }, "the refused body is let go")
             // The first was within the bound: it completes.
-            try first.send(String(piece.prefix(30_000)))
+            try first.send(String(repeating: "x", count: 30_000))
             let served = try first.readResponse()
             #expect(served.status == 200 && served.body.count > 90_000)
             #expect(TestHandler.eventually { server.bufferedBodyBytes == 0 }, "a finished body is let go")
@@ -137,16 +141,12 @@ import Testing
     /// bodies (16 KiB or less) are left out, as a connection's own overhead.
     @Test func aBodyWaitingForItsAnswerCountsTowardTheBound() throws {
         try withServer({ $0.maxBufferedBodies = 100_000 }) { server, _ in
-            let piece = String(repeating: "x", count: 60_000)
-            let waiting = try TestClient(port: server.port, timeout: 10)
-            try waiting.send("POST /slow?ms=1500 HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n" + piece)
+            let waiting = try posting(server.port, "/slow?ms=1500", length: 60_000, sent: 60_000)
             #expect(TestHandler.eventually { server.bufferedBodyBytes == 60_000 }, "counted while it waits for its answer")
-            let refused = try TestClient(port: server.port, timeout: 10)
-            try refused.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n" + piece)
+            let refused = try posting(server.port, length: 60_000, sent: 60_000)
             let answer = try refused.readResponse()
             #expect(answer.status == 503 && answer.headers["X-Refused"] == "overCapacity")
-            let small = try TestClient(port: server.port, timeout: 10)
-            try small.send("POST /slow?ms=300 HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n" + String(repeating: "y", count: 10_000))
+            let small = try posting(server.port, "/slow?ms=300", length: 10_000, sent: 10_000)
             #expect(try small.readResponse().status == 200, "a small body is served past the bound")
             #expect(try waiting.readResponse().status == 200)
             #expect(TestHandler.eventually { server.bufferedBodyBytes == 0 }, "given back once answered")
@@ -162,20 +162,13 @@ import Testing
             $0.maxBufferedBodies = 150_000
             $0.bodyTimeout = .seconds(30)
         }) { server, _ in
-            let piece = String(repeating: "x", count: 40_000)
-            let stalled = try (0..<3).map { _ in
-                let client = try TestClient(port: server.port, timeout: 10)
-                try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n" + piece)
-                return client
-            }
+            let stalled = try (0..<3).map { _ in try posting(server.port, length: 200_000, sent: 40_000) }
             #expect(TestHandler.eventually { server.bufferedBodyBytes == 120_000 })
             // A byte every 20 ms: well within the two sweeps (half a second) a sender may pause,
             // even on a busy machine that is late to wake this thread.
-            let sending = try TestClient(port: server.port, timeout: 10)
-            try sending.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+            let sending = try posting(server.port, length: 100, sent: 0)
             let started = ContinuousClock.now
-            let refused = try TestClient(port: server.port, timeout: 10)
-            try refused.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n" + piece)
+            let refused = try posting(server.port, length: 200_000, sent: 40_000)
             #expect(try refused.readResponse().status == 503, "past the bound")
             for _ in 0..<100 {
                 try sending.send("x")
@@ -187,9 +180,8 @@ import Testing
             #expect(ContinuousClock.now - started < .seconds(15), "well before the 30 s body timeout")
             #expect(try sending.readResponse().status == 200, "a client that sends is left alone")
             // With the stalled ones gone, a body that did not fit before fits now.
-            let retried = try TestClient(port: server.port, timeout: 10)
-            try retried.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 80000\r\n\r\n" + piece)
-            try retried.send(piece)
+            let retried = try posting(server.port, length: 80_000, sent: 40_000)
+            try retried.send(String(repeating: "x", count: 40_000))
             #expect(try retried.readResponse().status == 200)
         }
     }
