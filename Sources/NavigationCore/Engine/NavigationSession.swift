@@ -1077,9 +1077,10 @@ private struct Durability {
     /// events since the last one outgrow half the event buffer, by count or by bytes, so that
     /// the store can always drop what a snapshot covers and still keep every event a restart
     /// needs to replay; and once the journal since the last one outgrows the state itself, so
-    /// that what a rollback keeps (`entriesSinceSnapshot`) stays within the state's size: a
-    /// session whose large state is replaced again and again would otherwise hold megabytes of
-    /// patches and events that its budget, which counts the state and the kept events, never sees.
+    /// that what a rollback keeps (`entriesSinceSnapshot`) stays within the state's size and one
+    /// batch: a session whose large state is replaced again and again would otherwise hold
+    /// megabytes of patches and events that its budget, which counts the state and the kept
+    /// events, never sees.
     func snapshotIsDue(_ limits: SessionLimits, stateBytes: Int) -> Bool {
         batchesSinceSnapshot >= Self.snapshotEvery
             || eventsSinceSnapshot * 2 >= max(2, limits.eventBufferCount)
