@@ -97,8 +97,8 @@ public final class HTTPServer: Sendable {
         counters.withLock { $0?.bufferedOutput.load(ordering: .relaxed) ?? 0 }
     }
 
-    /// Bytes of request bodies still arriving, as they arrive; counted only under
-    /// `maxBufferedBodies`.
+    /// Bytes of request bodies arriving or waiting for their answers, as `maxBufferedBodies`
+    /// counts them; counted only under that bound.
     public var bufferedBodyBytes: Int {
         counters.withLock { $0?.bufferedBodies.load(ordering: .relaxed) ?? 0 }
     }

@@ -43,11 +43,13 @@ extension HTTPServer {
         /// slow client, and this holds many. Clients that read are left alone. Counted at each
         /// sweep, so it can be passed for a sweep or two.
         public var maxBufferedOutput: Int?
-        /// Bytes of request bodies being received on all connections together, nil for no
-        /// bound. Past it, a body whose client has sent nothing for two sweeps is refused (408)
-        /// and its connection closed: each body's own bound (`maxBodyBytes`) holds one slow
-        /// sender, and this holds many. Senders that keep sending are left alone. Counted at
-        /// each sweep, so it can be passed for a sweep or two.
+        /// Bytes of request bodies on all connections together, nil for no bound: those being
+        /// received, and those that arrived over several reads or are over 16 KiB until their
+        /// requests are answered. Counted as bytes arrive: the body that would take them past it
+        /// is refused (503, `ProtocolError.Kind.overCapacity`) and its connection closed, and for
+        /// four sweeps after, a body whose client has sent nothing for two sweeps is refused
+        /// (408). Each body's own bound (`maxBodyBytes`) holds one slow sender, and this holds
+        /// many; senders that keep sending are left alone.
         public var maxBufferedBodies: Int?
         /// The kernel send buffer of every connection (SO_SNDBUF; Linux reserves twice this).
         /// Left alone, Linux grows it to 4 MiB for a client that does not read its answers, on

@@ -13,8 +13,8 @@ final class ServerShared: Sendable {
     /// Bytes waiting for clients on every loop, as each loop counted its own at its last sweep:
     /// what `maxBufferedOutput` bounds.
     let bufferedOutput = Atomic<Int>(0)
-    /// Bytes of request bodies being received on every loop, counted as they arrive: what
-    /// `maxBufferedBodies` bounds.
+    /// Bytes of request bodies on every loop, counted as they arrive and until their requests
+    /// are answered: what `maxBufferedBodies` bounds.
     let bufferedBodies = Atomic<Int>(0)
     /// Bodies refused for that bound so far: the bound holds, so a count is how the loops hear
     /// that clients want more than it, and shed the bodies that stopped arriving.

@@ -87,6 +87,9 @@ public final class NavigationServer: Sendable {
     /// The port it listens on (useful with port 0).
     public var port: Int { http.port }
 
+    /// Bytes of request bodies arriving or waiting for their answers (`--max-input-buffer`).
+    var bufferedBodyBytes: Int { http.bufferedBodyBytes }
+
     /// The `listening` log line, with the address and port (the one port 0 picked), the
     /// version of what serves (the configuration's `serverVersion`, navd's own by default) and
     /// where sessions are kept: a start on a store it had to make (a first start, or a volume

@@ -18,9 +18,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// eighth of the memory navd may use (`AvailableMemory`). Past it, streams and answers their
     /// clients do not read are closed, their clients to resume.
     public var maxOutputBuffer: Int?
-    /// Bytes of request bodies being received across all connections (`--max-input-buffer`);
-    /// nil for an eighth of the memory navd may use. Past it, bodies whose clients have stopped
-    /// sending are refused (408).
+    /// Bytes of request bodies being received across all connections, and of those waiting for
+    /// their answers (`--max-input-buffer`); nil for an eighth of the memory navd may use. The
+    /// body that would take them past it is refused (503), and then bodies whose clients have
+    /// stopped sending (408).
     public var maxInputBuffer: Int?
     /// Open connections at once; more are refused with 503 (`--max-connections`); nil for no limit.
     public var maxConnections: Int?

@@ -357,7 +357,7 @@ final class SessionPersistence: Sendable {
             reader = try LoopThread.start {
                 var batch: [StoredSession] = []
                 let outcome = Result { () throws(StorageError) -> [String] in
-                    try storage.load(within: limits.memory?.limit ?? .max) { stored in
+                    try storage.load(within: limits.memory?.limit ?? .max, perSession: MemoryBudget.perSession) { stored in
                         batch.append(stored)
                         if batch.count == RecoveryBatch.size {
                             handoff.put(batch)

@@ -114,7 +114,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
     /// Reads a page of sessions at a time, each with the events the buffer keeps: `memory` is
     /// left to the sessions' budget, which trims them as they are restored (a page is what is
     /// read ahead of it).
-    public func load(within memory: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
+    public func load(within memory: Int, perSession: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
         let failed = try SessionPage.readAll({ cursor throws(StorageError) in
             try connection.withLock { connection -> Result<SessionPage, StorageError> in
                 guard let connection else { return .failure(.unavailable("the store is closed")) }

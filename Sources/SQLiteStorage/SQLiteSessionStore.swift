@@ -258,12 +258,12 @@ public final class SQLiteSessionStore: BackupStorage {
 
     // MARK: - Loading
 
-    public func load(within memory: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
+    public func load(within memory: Int, perSession: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
         // The journal first, in order: it is where the index of its rows comes from.
         var history = try open.withLock { open -> Result<[String: History], StorageError> in
             guard let database = open?.database else { return .failure(.unavailable("the store is closed")) }
             return Self.reading { () throws(SQLiteDatabase.Failure) in
-                try Self.readJournal(from: database, eventBytes: Self.roomForEvents(in: database, within: memory))
+                try Self.readJournal(from: database, eventBytes: Self.roomForEvents(in: database, within: memory, perSession: perSession))
             }.map { history, journal in
                 open?.journal = journal
                 return history
@@ -316,10 +316,11 @@ public final class SQLiteSessionStore: BackupStorage {
     }
 
     /// What `memory` leaves for kept events once every session's state is back: each counted as
-    /// its stored state and tree, what its budget charges it at the least.
-    private static func roomForEvents(in database: SQLiteDatabase, within memory: Int) throws(SQLiteDatabase.Failure) -> Int {
+    /// its stored state and `perSession`, what the sessions' budget charges it at the least.
+    private static func roomForEvents(in database: SQLiteDatabase, within memory: Int, perSession: Int) throws(SQLiteDatabase.Failure) -> Int {
         guard memory < .max else { return .max }
-        return max(0, memory - (try database.integer("SELECT coalesce(sum(length(state) + length(tree)), 0) FROM sessions")))
+        let states = try database.integer("SELECT coalesce(sum(length(state)), 0) + count(*) * ? FROM sessions", [.integer(perSession)])
+        return max(0, memory - states)
     }
 
     /// Every session's journal rows, in order, and the index of them. The rows a restart
@@ -335,13 +336,14 @@ public final class SQLiteSessionStore: BackupStorage {
             SELECT journal.session, journal.version, journal.last_sequence, journal.next_serial,
                    CASE WHEN journal.version > sessions.version THEN journal.patch END, journal.extras,
                    json_valid(journal.events), journal.ordinal, journal.bytes_through, journal.event_bytes,
-                   journal.version > sessions.version
+                   journal.version > sessions.version, sessions.id IS NOT NULL
             FROM journal LEFT JOIN sessions ON sessions.id = journal.session ORDER BY journal.ordinal
             """) { row in
             let id = row.text(0)
             let lastSequence = row.integer(2)
             rows[id, default: []].append(.init(ordinal: Int64(row.integer(7)), lastSequence: lastSequence, bytesThrough: row.integer(8)))
-            sizes.append((row.integer(7), row.integer(9)))
+            // A row of no session (another program's edit) is never read for its events.
+            if row.integer(11) != 0 { sizes.append((row.integer(7), row.integer(9))) }
             if row.integer(6) == 0 { history[id, default: History()].unreadable = true }
             // Rows at or below the snapshot are kept only for their events.
             guard row.integer(10) != 0 else { return }
@@ -353,8 +355,10 @@ public final class SQLiteSessionStore: BackupStorage {
         var first = Int.max
         var total = 0
         for size in sizes.reversed() {
-            total += size.eventBytes
-            guard total <= eventBytes else { break }
+            // A size only a damaged row could have stops the reading there, as too large would.
+            let (sum, overflow) = total.addingReportingOverflow(max(0, size.eventBytes))
+            guard !overflow, sum <= eventBytes else { break }
+            total = sum
             first = size.ordinal
         }
         sizes = []
@@ -363,7 +367,7 @@ public final class SQLiteSessionStore: BackupStorage {
         try database.run("""
             SELECT journal.session, event.value ->> 0, event.value ->> 1, event.value -> 2
             FROM journal JOIN sessions ON sessions.id = journal.session, json_each(journal.events) AS event
-            WHERE json_valid(journal.events) AND (journal.ordinal >= ? OR journal.version > sessions.version)
+            WHERE CASE WHEN journal.ordinal >= ? OR journal.version > sessions.version THEN json_valid(journal.events) ELSE 0 END
             """, [.integer(first)]) { row in
             // In no particular order: each session's events are sorted by id when it is loaded.
             history[row.text(0), default: History()].events.append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.blob(3)))

@@ -9,12 +9,13 @@ public protocol SessionStorage: Sendable {
     /// Hands every live session to `each`, one at a time, at start; returns the ids of records
     /// that failed to decode (reported, not fatal). One at a time, so what a record needs only
     /// while it is restored is freed before the next: a restart does not cost more memory than
-    /// the sessions themselves. `memory` is what the sessions may hold together: their states
-    /// come back whatever it holds (they were acknowledged), their kept events only as far as it
-    /// has room after the states, newest first; a store need not read the rest, and one that
-    /// keeps more on disk than memory has room for must not (a restart would run out of memory
-    /// before the budget trims them).
-    func load(within memory: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String]
+    /// the sessions themselves. `memory` is what the sessions may hold together, each counted
+    /// as its stored state and `perSession` more: their states come back whatever it holds
+    /// (they were acknowledged), their kept events only as far as it has room after the states,
+    /// newest first; a store need not read the rest, and one that keeps more on disk than memory
+    /// has room for must not load it (a restart would run out of memory before the sessions'
+    /// budget trims them).
+    func load(within memory: Int, perSession: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String]
 
     /// Makes `writes` durable, in order, in one atomic commit with whatever else is pending
     /// (group commit), then calls `completion` once, on some thread of the store's. A 2xx answer
@@ -170,7 +171,7 @@ extension SessionStorage {
 
     /// Every live session with every kept event (tests, tools).
     public func load(_ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
-        try load(within: .max, each)
+        try load(within: .max, perSession: 0, each)
     }
 
     /// Every live session at once (tests, tools).

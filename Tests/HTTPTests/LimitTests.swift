@@ -3,7 +3,9 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Dispatch
 import HTTP
+import Synchronization
 import Testing
 
 @Suite struct LimitTests {
@@ -122,14 +124,29 @@ import Testing
         }) { server, _ in
             let first = try posting(server.port, length: 90_000, sent: 60_000)
             #expect(TestHandler.eventually { server.bufferedBodyBytes == 60_000 }, "counted as it arrives")
-            let second = try posting(server.port, length: 120_000, sent: 60_000)
-            let refused = try second.readResponse()
-            #expect(refused.status == 503)
-            #expect(refused.headers["X-Refused"] == "overCapacity")
-            #expect(second.waitForClose())
-            #expect(TestHandler.eventually { server.bufferedBodyBytes == 60_000 }, "the refused body is let go")
+            // A second body, from a thread of its own: the first goes on sending meanwhile, a
+            // byte every 20 ms, since one that paused half a second while the server is pressed
+            // could be shed with 408.
+            let refusal = Mutex<(status: Int, refused: String?, closed: Bool)?>(nil)
+            let port = server.port
+            let answered = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                defer { answered.signal() }
+                guard let second = try? TestClient(port: port, timeout: 10),
+                      (try? second.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 120000\r\n\r\n" + String(repeating: "x", count: 60_000))) != nil,
+                      let response = try? second.readResponse() else { return }
+                refusal.withLock { $0 = (response.status, response.headers["X-Refused"], second.waitForClose()) }
+            }
+            for _ in 0..<50 {
+                try first.send("x")
+                usleep(20_000)
+            }
+            answered.wait()
+            let refused = try #require(refusal.withLock { $0 })
+            #expect(refused.status == 503 && refused.refused == "overCapacity" && refused.closed)
+            #expect(TestHandler.eventually { server.bufferedBodyBytes == 60_050 }, "the refused body is let go")
             // The first was within the bound: it completes.
-            try first.send(String(repeating: "x", count: 30_000))
+            try first.send(String(repeating: "x", count: 29_950))
             let served = try first.readResponse()
             #expect(served.status == 200 && served.body.count > 90_000)
             #expect(TestHandler.eventually { server.bufferedBodyBytes == 0 }, "a finished body is let go")

@@ -754,7 +754,7 @@ private final class Interfered: SharedSessionStorage {
         self.deletions = deletions
     }
 
-    func load(within memory: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try store.load(within: memory, each) }
+    func load(within memory: Int, perSession: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try store.load(within: memory, perSession: perSession, each) }
     func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool, completion: @escaping @Sendable (Result<Void, StorageError>) -> Void) {
         if outage?.failing.load(ordering: .relaxed) == true { return completion(.failure(.unavailable("PostgreSQL: no answer"))) }
         guard let deletions else { return store.commit(writes, admissible: admissible, completion: completion) }

@@ -91,24 +91,26 @@ import TestSupport
     }
 
     /// Past `--max-input-buffer`, the body whose bytes took the bodies being received past it
-    /// is answered with the API's own 503 at once, its connection closed after the drain; the
-    /// body within the bound is served as usual. Two bodies of 700 KB against 1 MiB: whichever
-    /// the server reads past the bound first is refused, the other is served.
+    /// is answered with the API's own 503 at once, its connection closed after the drain. (That
+    /// the body within the bound is then served is the HTTP layer's test: here the clients run
+    /// on the test pool, which a busy machine can pause for longer than the half second a
+    /// sender may stall while the server is pressed.)
     @Test func aBodyPastTheInputBufferIsAnsweredAsTheAPIsOwn503() async throws {
         let server = try await TestServer { $0.maxInputBuffer = 1 << 20 }
         let body = Array("{\"feature\":\"counter\"}".utf8) + Array(repeating: UInt8(ascii: " "), count: 700_000)
         let request = LoopbackClient.format("POST", "/sessions", headers: [("Content-Type", "application/json")], body: body)
-        let split = request.count - 100_000
-        let clients = try [server.client(), server.client()]
-        for client in clients { try await client.send(Array(request[..<split])) }
-        // The refused one's rest is read and dropped, or meets its connection closed.
-        for client in clients { try? await client.send(Array(request[split...])) }
-        var answers: [LoopbackClient.Response] = []
-        for client in clients { answers.append(try await client.readResponse()) }
-        #expect(answers.map(\.status).sorted() == [201, 503], "one refused, the other served")
-        let refused = try #require(answers.first { $0.status == 503 })
+        let partial = Array(request[..<(request.count - 100_000)])
+        let first = try server.client()
+        try await first.send(partial)
+        #expect(await eventually { server.server.bufferedBodyBytes == partial.count - (request.count - body.count) })
+        let second = try server.client()
+        try await second.send(partial)
+        let refused = try await second.readResponse()
+        #expect(refused.status == 503)
         #expect(refused.json["error"]?["code"] == "over_capacity")
         #expect(refused.header("Retry-After") == "1")
+        #expect(await second.readUntilClosed())
+        withExtendedLifetime(first) {}
         await server.stop()
     }
 

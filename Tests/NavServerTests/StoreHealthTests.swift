@@ -62,7 +62,7 @@ private final class FencedOnceStore: WrappedStore {
 /// A store that never commits, whose commit in progress is whatever the test says.
 private final class StallingStore: SessionStorage {
     let running = Mutex<Duration?>(nil)
-    func load(within memory: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] { [] }
+    func load(within memory: Int, perSession: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] { [] }
     func close() {}
     func statistics() -> StorageStatistics { StorageStatistics() }
     func commitRunningFor() -> Duration? { running.withLock { $0 } }

@@ -8,7 +8,7 @@ protocol WrappedStore: SessionStorage {
 }
 
 extension WrappedStore {
-    func load(within memory: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(within: memory, each) }
+    func load(within memory: Int, perSession: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] { try inner.load(within: memory, perSession: perSession, each) }
     func close() { inner.close() }
     func statistics() -> StorageStatistics { inner.statistics() }
     func commit(_ writes: [StoreWrite], admissible: @escaping @Sendable () -> Bool,

@@ -163,9 +163,9 @@ import TestSupport
 
         // Room for the states and the newest four rows' events (b6, a6, b5, a5, a thousand bytes
         // each) but not a fifth.
-        let states = all.reduce(0) { $0 + $1.snapshot.state.count + $1.snapshot.tree.count }
+        let states = all.reduce(0) { $0 + $1.snapshot.state.count + 100 }
         var loaded: [StoredSession] = []
-        let failed = try open(EventRetention(count: 100, bytes: 1 << 20)).load(within: states + 4_500) { loaded.append($0) }
+        let failed = try open(EventRetention(count: 100, bytes: 1 << 20)).load(within: states + 4_500, perSession: 100) { loaded.append($0) }
         #expect(failed.isEmpty)
         let a = try #require(loaded.first { $0.record.id == "a" })
         let b = try #require(loaded.first { $0.record.id == "b" })
