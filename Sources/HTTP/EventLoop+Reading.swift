@@ -21,28 +21,32 @@ extension EventLoop {
             if connection.state.isLingering || connection.state.stream != nil { return }
             if case .discard = connection.phase { return }
             feed(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
-            if countBody(connection) {
-                shared.bodyRefusals.add(1, ordering: .relaxed)
-                refuseBody(connection, .bodiesOverCapacity)
-                countBody(connection)
-            }
+            if countBody(connection) { refuseForBodies(connection) }
             updateInterest(connection)
         }
     }
 
-    /// Brings `shared.bufferedBodies` up to date with what `connection` holds of a body still
-    /// arriving. Returns whether the body grew past the server's bound for all bodies together:
-    /// counted as bytes arrive, so a burst of bodies is stopped at the bound, not a sweep later.
-    /// A body that arrives whole within one read is never held, so costs nothing here.
+    /// Brings `shared.bufferedBodies` up to date with what `connection` holds of a body (`held`,
+    /// by default the body still arriving). Returns whether the body grew past the server's
+    /// bound for all bodies together: counted as bytes arrive, so a burst of bodies is stopped
+    /// at the bound, not a sweep later. A body that arrives whole within one read is never held,
+    /// so costs nothing here.
     @discardableResult
-    func countBody(_ connection: Connection) -> Bool {
+    func countBody(_ connection: Connection, holding held: Int? = nil) -> Bool {
         guard let bound = settings.maxBufferedBodies else { return false }
-        let held = connection.body?.bytes.count ?? 0
+        let held = held ?? connection.body?.bytes.count ?? 0
         let counted = connection.countedBodyBytes
         guard held != counted else { return false }
         connection.countedBodyBytes = held
         let total = shared.bufferedBodies.add(held - counted, ordering: .relaxed).newValue
         return held > counted && total > bound
+    }
+
+    /// Refuses the body that took the server's bodies past their bound, and lets its count go.
+    private func refuseForBodies(_ connection: Connection) {
+        shared.bodyRefusals.add(1, ordering: .relaxed)
+        refuseBody(connection, .bodiesOverCapacity)
+        countBody(connection)
     }
 
     private func feed(_ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
@@ -192,18 +196,12 @@ extension EventLoop {
         // A body whole is counted until its request is answered: a thousand of them waiting for
         // a busy session hold as much as a thousand arriving. Small ones are the connection's
         // own overhead, as its head is, so the usual request costs no shared count.
-        let counted = connection.countedBodyBytes
         var held = 0
-        if let bound = settings.maxBufferedBodies, counted > 0 || body.bytes.count > Self.uncountedBodyBytes {
-            let total = shared.bufferedBodies.add(body.bytes.count - counted, ordering: .relaxed).newValue
+        if connection.countedBodyBytes > 0 || body.bytes.count > Self.uncountedBodyBytes {
+            if countBody(connection, holding: body.bytes.count) { return refuseForBodies(connection) }
+            // The count goes with the request, to be given back by its responder.
+            held = connection.countedBodyBytes
             connection.countedBodyBytes = 0
-            if body.bytes.count > counted && total > bound {
-                shared.bufferedBodies.subtract(body.bytes.count, ordering: .relaxed)
-                shared.bodyRefusals.add(1, ordering: .relaxed)
-                refuseBody(connection, .bodiesOverCapacity)
-                return
-            }
-            held = body.bytes.count
         }
         connection.body = nil
         var request = body.head.request

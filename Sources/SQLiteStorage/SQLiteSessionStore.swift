@@ -399,9 +399,8 @@ public final class SQLiteSessionStore: BackupStorage {
             let record = SessionRecord(id: id, tokenHash: tokenHash, feature: row.text(2), created: row.real(3))
             let snapshot = SessionSnapshot(version: row.integer(4), lastSequence: row.integer(5), nextSerial: row.integer(6),
                                            state: row.blob(7), tree: row.blob(8), extras: row.blob(9))
-            // Rows at or below the snapshot are kept only for their events.
-            let replay = journal.transactions.filter { $0.version > snapshot.version }
-            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: replay,
+            // `readJournal` kept only the transactions past this snapshot.
+            page.sessions.append(StoredSession(record: record, snapshot: snapshot, transactions: journal.transactions,
                                                events: journal.events.sorted { $0.sequence < $1.sequence },
                                                idleSeconds: row.isNull(10) ? nil : row.real(10), retention: retention))
         }
