@@ -97,6 +97,12 @@ final class Connection: @unchecked Sendable {
         }
     }
 
+    /// Some bytes of the next request's head have arrived, not yet all of it.
+    var isReceivingHead: Bool {
+        guard case .head = phase else { return false }
+        return scanner.hasStarted || !pending.isEmpty
+    }
+
     /// No request in progress, nothing to write: safe to close at shutdown.
     var isIdle: Bool {
         guard case .head = phase else { return false }

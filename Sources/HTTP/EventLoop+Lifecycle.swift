@@ -146,12 +146,32 @@ extension EventLoop {
         for index in connections.indices {
             guard let connection = connections[index], !connection.state.isClosed,
                   connection.state.stream == nil, !connection.state.isLingering else { continue }
-            connection.state.stopAcceptingRequests()
-            if connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody {
-                // Idle, or only part of a head that will not be served now.
+            let quiet = connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody
+            if quiet && !connection.isReceivingHead {
                 close(connection, reason: .shutdown)
+            } else if quiet {
+                // Part of a head: a request the drain will not serve, answered as one waiting
+                // in the accept queue is, rather than reset.
+                refuse(connection, .shuttingDown, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
             } else {
+                connection.state.stopAcceptingRequests()
                 markDirty(connection)
+            }
+        }
+    }
+
+    /// At the drain's deadline: a request still arriving (its head or body not all there) gets
+    /// `503` and a clean close, so its client knows nothing of it happened; a request the
+    /// handler holds is left to the stop, since it may have taken effect.
+    func refuseUnfinishedRequests() {
+        for index in connections.indices {
+            guard let connection = connections[index], !connection.state.isClosed,
+                  connection.state.stream == nil, !connection.state.isLingering else { continue }
+            if connection.isReadingBody {
+                refuseBody(connection, .shuttingDown)
+                countBody(connection)
+            } else if connection.slots.isEmpty && connection.output.isEmpty && connection.isReceivingHead {
+                refuse(connection, .shuttingDown, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
             }
         }
     }

@@ -169,6 +169,8 @@ final class EventLoop: @unchecked Sendable {
             executor.run(work)
         case .beginShutdown:
             beginShutdown()
+        case .refuseUnfinished:
+            refuseUnfinishedRequests()
         case .stop:
             stop()
         }

@@ -129,10 +129,21 @@ public final class HTTPServer: Sendable {
     /// Blocks until every connection has closed or the deadline passes, then closes what is
     /// left (open event streams end with `.shutdown`) and stops the loops. Calls
     /// `beginShutdown()` first if needed; a stopped server cannot be started again.
+    ///
+    /// At the deadline, a request still arriving gets `503` (`.shuttingDown`) and up to
+    /// `refusalTime` more to reach its client before the close: it never reached the handler,
+    /// so its client may safely send it again. A request the handler holds is cut off without
+    /// an answer, since it may have taken effect.
     public func finishShutdown(deadline: ContinuousClock.Instant) {
         beginShutdown()
-        while openConnectionCount > 0 && ContinuousClock.now < deadline {
-            usleep(2_000)
+        waitForConnections(until: deadline)
+        let draining = phase.withLock { phase -> [EventLoop] in
+            guard case .draining(_, let loops, _) = phase else { return [] }
+            return loops
+        }
+        if openConnectionCount > 0 && !draining.isEmpty {
+            for loop in draining { loop.post(.refuseUnfinished) }
+            waitForConnections(until: .now + Self.refusalTime)
         }
         let running = phase.withLock { phase -> (ServerShared, [EventLoop], [LoopThread])? in
             guard case .draining(let shared, let loops, let threads) = phase else { return nil }
@@ -144,5 +155,14 @@ public final class HTTPServer: Sendable {
         for loop in loops { loop.post(.stop) }
         for thread in threads { thread.join() }
         shared.closeListener()
+    }
+
+    /// How long the refusals made at the drain's deadline get to be written.
+    static let refusalTime: Duration = .milliseconds(200)
+
+    private func waitForConnections(until deadline: ContinuousClock.Instant) {
+        while openConnectionCount > 0 && ContinuousClock.now < deadline {
+            usleep(2_000)
+        }
     }
 }

@@ -110,4 +110,45 @@ import Testing
         // New connections are refused once the backlog is drained.
         #expect(TestHandler.eventually(timeout: 5) { (try? TestClient(port: server.port)) == nil })
     }
+
+    /// A request still arriving when the drain begins or ends never reached the handler: its
+    /// client gets `503` and a clean close, never a bare close it cannot tell from a crash. Part
+    /// of a head is answered at once; a body gets until the deadline to finish. A body that
+    /// finishes in time is served.
+    @Test func requestsStillArrivingAreRefusedNotDropped() throws {
+        let handler = TestHandler()
+        let server = HTTPServer(
+            configuration: .init(port: 0, loopCount: 2, lingerTimeout: .milliseconds(500), backend: .underTest), handler: handler)
+        try server.start()
+        let partHead = try TestClient(port: server.port)
+        try partHead.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-")
+        let stalledBody = try TestClient(port: server.port)
+        try stalledBody.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        let finishingBody = try TestClient(port: server.port)
+        try finishingBody.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        let idle = try TestClient(port: server.port)
+        #expect(TestHandler.eventually { server.openConnectionCount == 4 })
+
+        server.beginShutdown()
+        #expect(partHead.readToEnd() == .closed)
+        let headAnswer = String(decoding: partHead.buffered, as: UTF8.self)
+        #expect(headAnswer.hasPrefix("HTTP/1.1 503 "), "\(headAnswer)")
+        #expect(headAnswer.contains("X-Refused: shuttingDown\r\n"), "\(headAnswer)")
+        #expect(idle.waitForClose())
+        #expect(idle.buffered.isEmpty, "an idle connection is closed without an answer")
+
+        try finishingBody.send("defghij")
+        let served = try finishingBody.readResponse()
+        #expect(served.status == 200)
+        #expect(served.headers["Connection"] == "close")
+
+        let start = ContinuousClock.now
+        server.finishShutdown(deadline: .now + .milliseconds(300))
+        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(stalledBody.readToEnd() == .closed)
+        let bodyAnswer = String(decoding: stalledBody.buffered, as: UTF8.self)
+        #expect(bodyAnswer.hasPrefix("HTTP/1.1 503 "), "\(bodyAnswer)")
+        #expect(bodyAnswer.contains("X-Refused: shuttingDown\r\n"), "\(bodyAnswer)")
+        #expect(server.openConnectionCount == 0)
+    }
 }
