@@ -111,10 +111,20 @@ public final class PostgresSessionStore: SharedSessionStorage {
 
     // MARK: - Loading
 
-    /// Reads a page of sessions at a time, each with the events the buffer keeps: `memory` is
-    /// left to the sessions' budget, which trims them as they are restored (a page is what is
-    /// read ahead of it).
+    /// Reads a page of sessions at a time, each with the events the buffer keeps, as far as
+    /// `memory` has room for them (`EventCut`).
     public func load(within memory: Int, perSession: Int, _ each: (StoredSession) -> Void) throws(StorageError) -> [String] {
+        let cut = try connection.withLock { connection -> Result<EventCut, StorageError> in
+            guard let connection else { return .failure(.unavailable("the store is closed")) }
+            do throws(PostgresConnection.Failure) {
+                try connection.reconnectIfNeeded()
+                return .success(try connection.transaction(.snapshotReadOnly) { () throws(PostgresConnection.Failure) in
+                    try EventCut(in: connection, within: memory, perSession: perSession)
+                })
+            } catch {
+                return .failure(error.storageError)
+            }
+        }.get()
         let failed = try SessionPage.readAll({ cursor throws(StorageError) in
             try connection.withLock { connection -> Result<SessionPage, StorageError> in
                 guard let connection else { return .failure(.unavailable("the store is closed")) }
@@ -122,7 +132,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
                     try connection.reconnectIfNeeded()
                     // One page is one consistent view, whatever other nodes commit meanwhile.
                     return .success(try connection.transaction(.snapshotReadOnly) {
-                        () throws(PostgresConnection.Failure) in try Self.page(after: cursor, from: connection, retention: retention)
+                        () throws(PostgresConnection.Failure) in
+                        try Self.page(after: cursor, from: connection, retention: retention, cut: cut)
                     })
                 } catch {
                     return .failure(error.storageError)
@@ -145,7 +156,7 @@ public final class PostgresSessionStore: SharedSessionStorage {
     }
 
     private static func page(after cursor: String, from connection: PostgresConnection,
-                             retention: EventRetention) throws(PostgresConnection.Failure) -> SessionPage {
+                             retention: EventRetention, cut: EventCut) throws(PostgresConnection.Failure) -> SessionPage {
         var page = SessionPage()
         var rows: [(SessionRecord, SessionSnapshot)] = []
         try connection.run("""
@@ -176,8 +187,9 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
         var events: [String: [StoredEvent]] = [:]
         try connection.run("""
-            SELECT session, sequence, kind, data FROM navd_events WHERE session > $1 AND session <= $2 ORDER BY session, sequence
-            """, range) { row in
+            SELECT session, sequence, kind, data FROM (\(EventCut.ranked) WHERE e.session > $1 AND e.session <= $2) ranked
+            WHERE replayed OR depth < $3 OR (depth = $3 AND session <= $4) ORDER BY session, sequence
+            """, range + [.integer(cut.depth), .text(cut.lastSession)]) { row in
             events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.bytes(3)))
         }
         for (record, snapshot) in rows {
