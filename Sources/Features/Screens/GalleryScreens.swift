@@ -100,14 +100,14 @@ extension GalleryStyle {
     var asksUser: Bool { self == .alert || self == .confirmationDialog }
 
     /// What an alert or dialog of this style says when a Bool presents it; nil for other styles.
-    var boolAlert: (@Sendable (GalleryModel) -> AlertContent)? {
+    var boolAlert: (@Sendable (GalleryModel) -> AlertContent<GalleryModel>)? {
         guard asksUser else { return nil }
         let content = content(title: "Presented by a Bool")
         return { _ in content }
     }
 
     /// What an alert or dialog of this style says when an item presents it; nil for other styles.
-    var itemAlert: (@Sendable (GalleryModel, GalleryItem) -> AlertContent)? {
+    var itemAlert: (@Sendable (GalleryModel, GalleryItem) -> AlertContent<GalleryModel>)? {
         guard asksUser else { return nil }
         return { [self] _, item in content(title: item.title) }
     }
@@ -115,7 +115,7 @@ extension GalleryStyle {
     /// The control a popover points at.
     var anchor: String? { self == .popover ? "popoverButton" : nil }
 
-    func content(title: String) -> AlertContent {
+    func content(title: String) -> AlertContent<GalleryModel> {
         switch self {
         case .confirmationDialog:
             AlertContent(title: title, buttons: [AlertButton("Confirm"), .cancel])

@@ -54,7 +54,7 @@ public struct DestinationField<Owner, Value>: Sendable {
             style: PresentationStyle,
             _ screen: Screen<Child>,
             anchor: String? = nil,
-            alert: (@Sendable (Owner, Child) -> AlertContent)? = nil,
+            alert: (@Sendable (Owner, Child) -> AlertContent<Owner>)? = nil,
             identity: (@Sendable (Child) -> Identity)? = nil,
             embed: @escaping @Sendable (Child) -> Value,
             extract: @escaping @Sendable (Value) -> Child?

@@ -35,7 +35,7 @@ public struct PresentationSlot<Owner>: Sendable {
         screen: Screen<Presence>,
         anchor: String? = nil,
         bindable: Bool = false,
-        alert: (@Sendable (Owner) -> AlertContent)? = nil
+        alert: (@Sendable (Owner) -> AlertContent<Owner>)? = nil
     ) -> PresentationSlot {
         value(
             name, style: style, screen, anchor: anchor, field: Field(name, keyPath, .bool, bindable: bindable),
@@ -66,7 +66,7 @@ public struct PresentationSlot<Owner>: Sendable {
         screen: Screen<Child>,
         anchor: String? = nil,
         ownerCodec: StateCodec<Child>? = nil,
-        alert: (@Sendable (Owner, Child) -> AlertContent)? = nil,
+        alert: (@Sendable (Owner, Child) -> AlertContent<Owner>)? = nil,
         identity: (@Sendable (Child) -> Identity)? = nil
     ) -> PresentationSlot {
         value(
@@ -119,14 +119,14 @@ public struct PresentationSlot<Owner>: Sendable {
         anchor: String?,
         field: Field<Owner>?,
         identity: @escaping @Sendable (Child) -> Identity,
-        alert: (@Sendable (Owner, Child) -> AlertContent)?,
+        alert: (@Sendable (Owner, Child) -> AlertContent<Owner>)?,
         unwrap: @escaping @Sendable (Owner) -> Child?,
         embed: @escaping @Sendable (inout Owner, Child) -> Void,
         dismiss: @escaping @Sendable (inout Owner) -> Void
     ) -> PresentationSlot {
         PresentationSlot(name: name, style: style, screen: screen, anchor: anchor, field: field, current: { owner, ownerAccess in
             guard let child = unwrap(owner) else { return nil }
-            return PresentedChild(identity: identity(child), alert: alert?(owner, child)) {
+            return PresentedChild(identity: identity(child), alert: alert?(owner, child).presented) {
                 LiveFeature(screen, access: Access(
                     read: { ownerAccess.read().flatMap(unwrap) },
                     write: { newChild in ownerAccess.modify { embed(&$0, newChild) } }
@@ -171,6 +171,6 @@ extension Screen {
 /// What a slot shows right now.
 struct PresentedChild {
     let identity: Identity
-    let alert: AlertContent?
+    let alert: PresentedAlert?
     let makeFeature: () -> any AnyLiveFeature
 }

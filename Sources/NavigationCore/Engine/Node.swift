@@ -2,7 +2,7 @@
 final class Node {
     enum Placement {
         case root
-        case presented(slot: Int, identity: Identity, alert: AlertContent?)
+        case presented(slot: Int, identity: Identity, alert: PresentedAlert?)
         case element(Membership)
     }
 
