@@ -623,8 +623,11 @@ public actor NavigationSession {
         // A failed write rolled the session back after this change was made: it never happened,
         // and its event ids will be issued again for other changes.
         guard outcome.rollbacks == rollbacks else { return Self.run(on: executor) { deliver(false) } }
-        guard let durability, durability.durableSequence < outcome.through else { return Self.run(on: executor) { deliver(true) } }
-        if let write = durability.inFlight.first(where: { $0.entry.lastSequence >= outcome.through }),
+        // Read in place, not copied out whole: this runs for every request.
+        guard let durableSequence = durability?.durableSequence, durableSequence < outcome.through else {
+            return Self.run(on: executor) { deliver(true) }
+        }
+        if let write = durability?.inFlight.first(where: { $0.entry.lastSequence >= outcome.through }),
            write.notice.whenSettled({ succeeded in executor.execute { deliver(succeeded) } }) {
             return
         }
@@ -637,8 +640,8 @@ public actor NavigationSession {
     }
 
     private func whenDurable(through sequence: Int, _ done: @escaping @Sendable (Bool) -> Void) {
-        guard let durability, durability.durableSequence < sequence else { return done(true) }
-        self.durability?.waiters.append(DurabilityWaiter(sequence: sequence, done: done))
+        guard let durableSequence = durability?.durableSequence, durableSequence < sequence else { return done(true) }
+        durability?.waiters.append(DurabilityWaiter(sequence: sequence, done: done))
     }
 
     /// Hands a batch to the journal at once: it need not wait for the session's previous write,
