@@ -51,10 +51,7 @@ import Testing
     }
 
     @Test func finishShutdownReturnsOnceConnectionsAreGone() throws {
-        let handler = TestHandler()
-        let server = HTTPServer(
-            configuration: .init(port: 0, loopCount: 2, lingerTimeout: .milliseconds(200), backend: .underTest), handler: handler)
-        try server.start()
+        let (server, handler) = try Self.startedServer(lingerTimeout: .milliseconds(200))
         let client = try TestClient(port: server.port)
         try client.send("GET /slow?ms=200 HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(TestHandler.eventually { handler.requestCount.load(ordering: .relaxed) == 1 })
@@ -116,10 +113,7 @@ import Testing
     /// of a head is answered at once; a body gets until the deadline to finish. A body that
     /// finishes in time is served.
     @Test func requestsStillArrivingAreRefusedNotDropped() throws {
-        let handler = TestHandler()
-        let server = HTTPServer(
-            configuration: .init(port: 0, loopCount: 2, lingerTimeout: .milliseconds(500), backend: .underTest), handler: handler)
-        try server.start()
+        let (server, _) = try Self.startedServer(lingerTimeout: .milliseconds(500))
         let partHead = try TestClient(port: server.port)
         try partHead.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-")
         let stalledBody = try TestClient(port: server.port)
@@ -150,5 +144,13 @@ import Testing
         #expect(bodyAnswer.hasPrefix("HTTP/1.1 503 "), "\(bodyAnswer)")
         #expect(bodyAnswer.contains("X-Refused: shuttingDown\r\n"), "\(bodyAnswer)")
         #expect(server.openConnectionCount == 0)
+    }
+
+    private static func startedServer(lingerTimeout: Duration) throws -> (HTTPServer, TestHandler) {
+        let handler = TestHandler()
+        let server = HTTPServer(
+            configuration: .init(port: 0, loopCount: 2, lingerTimeout: lingerTimeout, backend: .underTest), handler: handler)
+        try server.start()
+        return (server, handler)
     }
 }
