@@ -146,13 +146,19 @@ extension EventLoop {
         for index in connections.indices {
             guard let connection = connections[index], !connection.state.isClosed,
                   connection.state.stream == nil, !connection.state.isLingering else { continue }
-            let quiet = connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody
-            if quiet && !connection.isReceivingHead {
-                close(connection, reason: .shutdown)
-            } else if quiet {
-                // Part of a head: a request the drain will not serve, answered as one waiting
-                // in the accept queue is, rather than reset.
+            if connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody {
+                // What the client sent that this loop had not read yet (a busy loop reads a
+                // turn late): read now, since a close over unread bytes resets the connection
+                // and a request sent just before the stop would get no answer at all.
+                readable(connection)
+                if connection.state.isClosed { continue }
+            }
+            if connection.slots.isEmpty && !connection.isReadingBody && connection.isReceivingHead {
+                // Part of a head, even behind an answer still being written: a request the
+                // drain will not serve, answered as one waiting in the accept queue is.
                 refuse(connection, .shuttingDown, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
+            } else if connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody {
+                close(connection, reason: .shutdown)
             } else {
                 connection.state.stopAcceptingRequests()
                 markDirty(connection)
@@ -160,19 +166,15 @@ extension EventLoop {
         }
     }
 
-    /// At the drain's deadline: a request still arriving (its head or body not all there) gets
-    /// `503` and a clean close, so its client knows nothing of it happened; a request the
-    /// handler holds is left to the stop, since it may have taken effect.
+    /// At the drain's deadline: a body still arriving gets `503` and a clean close, so its
+    /// client knows nothing of it happened; a request the handler holds is left to the stop,
+    /// since it may have taken effect. (Heads still arriving were refused when the drain began.)
     func refuseUnfinishedRequests() {
         for index in connections.indices {
-            guard let connection = connections[index], !connection.state.isClosed,
+            guard let connection = connections[index], !connection.state.isClosed, connection.isReadingBody,
                   connection.state.stream == nil, !connection.state.isLingering else { continue }
-            if connection.isReadingBody {
-                refuseBody(connection, .shuttingDown)
-                countBody(connection)
-            } else if connection.slots.isEmpty && connection.output.isEmpty && connection.isReceivingHead {
-                refuse(connection, .shuttingDown, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
-            }
+            refuseBody(connection, .shuttingDown)
+            countBody(connection)
         }
     }
 }

@@ -130,10 +130,11 @@ public final class HTTPServer: Sendable {
     /// left (open event streams end with `.shutdown`) and stops the loops. Calls
     /// `beginShutdown()` first if needed; a stopped server cannot be started again.
     ///
-    /// At the deadline, a request still arriving gets `503` (`.shuttingDown`) and up to
-    /// `refusalTime` more to reach its client before the close: it never reached the handler,
-    /// so its client may safely send it again. A request the handler holds is cut off without
-    /// an answer, since it may have taken effect.
+    /// At the deadline, a request whose body is still arriving gets `503` (`.shuttingDown`)
+    /// and up to `refusalTime` more to reach its client before the close: it never reached the
+    /// handler, so its client may safely send it again. (Part of a head was refused when the
+    /// drain began.) A request the handler holds is cut off without an answer, since it may
+    /// have taken effect.
     public func finishShutdown(deadline: ContinuousClock.Instant) {
         beginShutdown()
         waitForConnections(until: deadline)

@@ -9,7 +9,7 @@ enum LoopMessage: Sendable {
     /// Work placed on this loop through its executor.
     case work(LoopWork)
     case beginShutdown
-    /// The drain's deadline: requests still arriving are refused before the stop.
+    /// The drain's deadline: bodies still arriving are refused before the stop.
     case refuseUnfinished
     case stop
 }

@@ -146,6 +146,37 @@ import Testing
         #expect(server.openConnectionCount == 0)
     }
 
+    /// Bytes a client sent before the stop that the loop had not read yet (it was busy) are read
+    /// when the drain begins, not reset by closing over them: a whole request is served, with
+    /// `Connection: close`, and part of a head is refused as any other.
+    @Test func whatWasSentBeforeTheStopButNotYetReadIsAnswered() throws {
+        let handler = TestHandler()
+        let server = HTTPServer(
+            configuration: .init(port: 0, loopCount: 1, lingerTimeout: .milliseconds(300), backend: .underTest), handler: handler)
+        try server.start()
+        defer { server.finishShutdown(deadline: .now + .seconds(2)) }
+        let whole = try TestClient(port: server.port)
+        let partHead = try TestClient(port: server.port)
+        #expect(TestHandler.eventually { server.openConnectionCount == 2 })
+        let busy = try TestClient(port: server.port)
+        try busy.send("GET /block?ms=500 HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(TestHandler.eventually { handler.requestCount.load(ordering: .relaxed) == 1 })
+        // The only loop is held: these bytes wait in the kernel, and the stop is posted behind
+        // them. Mail goes first once the loop is free, so the drain begins before it reads them.
+        try whole.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+        try partHead.send("POST /echo HTTP/1.1\r\nHo")
+        server.beginShutdown()
+        #expect(try busy.readResponse().status == 200)
+        let served = try whole.readResponse()
+        #expect(served.status == 200)
+        #expect(served.headers["Connection"] == "close")
+        #expect(whole.readToEnd() == .closed)
+        #expect(partHead.readToEnd() == .closed)
+        let refusal = String(decoding: partHead.buffered, as: UTF8.self)
+        #expect(refusal.hasPrefix("HTTP/1.1 503 "), "\(refusal)")
+        #expect(refusal.contains("X-Refused: shuttingDown\r\n"), "\(refusal)")
+    }
+
     private static func startedServer(lingerTimeout: Duration) throws -> (HTTPServer, TestHandler) {
         let handler = TestHandler()
         let server = HTTPServer(
