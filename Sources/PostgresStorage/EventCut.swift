@@ -6,61 +6,70 @@
 /// acknowledged. The other events fill what room is left, newest first and evenly: each
 /// session's newest, then each session's second newest, and so on, sessions in id order within
 /// a round. PostgreSQL keeps no order across sessions' events, so "newest" is per session.
+///
+/// An event's round is its distance below its session's snapshot (`last_sequence - sequence`),
+/// since a session's kept events are consecutive, so each session's share is a threshold on its
+/// sequence: what is read stays one unbroken run up to its newest, and the pages find it through
+/// the primary key.
 struct EventCut: Sendable {
-    /// An event that is not replayed is read when its depth (1 for its session's newest such
-    /// event) is below `depth`, or equal to it in a session whose id is at most `lastSession`.
-    let depth: Int
+    /// Every event of the rounds below `rounds` is read, and the one of round `rounds` in
+    /// sessions whose id is at most `lastSession`.
+    let rounds: Int
     let lastSession: String
 
     /// Reads every event: memory has room for them all.
-    static let everything = EventCut(depth: .max, lastSession: "")
+    static let everything = EventCut(rounds: .max / 2, lastSession: "")
 
-    /// Each event with whether its session replays it and its depth among the session's events
-    /// that are not replayed. Followed by a `WHERE` on `e.session` or by nothing.
-    static let ranked = """
-        SELECT e.session, e.sequence, e.kind, e.data, e.sequence > s.last_sequence AS replayed,
-               row_number() OVER (PARTITION BY e.session, e.sequence > s.last_sequence ORDER BY e.sequence DESC) AS depth
-        FROM navd_events e JOIN navd_sessions s ON s.id = e.session
-        """
+    /// The page's condition on `e` (an event) and `s` (its session's row), with the cut as `$3`
+    /// and `$4`.
+    static let condition = "(e.sequence > s.last_sequence - $3 OR (e.sequence = s.last_sequence - $3 AND e.session <= $4))"
 
     /// The cut for `memory`, where each session counts as its stored state and `perSession`
-    /// (what the sessions' budget charges it at the least).
+    /// (what the sessions' budget charges it at the least). Two scans of the events, each
+    /// reading only their sizes; allowed as long as a migration, since a start waits for them.
     init(in connection: PostgresConnection, within memory: Int, perSession: Int) throws(PostgresConnection.Failure) {
         guard memory < .max else {
             self = .everything
             return
         }
-        var states = 0, replayed = 0, others = 0
+        try connection.execute("SET LOCAL statement_timeout TO '120s'")
+        let answerTimeout = connection.answerTimeout
+        connection.answerTimeout = max(answerTimeout, .seconds(125))
+        defer { connection.answerTimeout = answerTimeout }
+        let states = try connection.integer(
+            "SELECT (coalesce(sum(octet_length(state)), 0) + count(*) * $1)::bigint FROM navd_sessions", [.integer(perSession)])
+        // Bytes by round, the events a session replays as round -1.
+        var rounds: [(round: Int, bytes: Int)] = []
         try connection.run("""
-            SELECT (SELECT coalesce(sum(octet_length(state)), 0) + count(*) * $1 FROM navd_sessions)::bigint,
-                   coalesce(sum(octet_length(e.data)) FILTER (WHERE e.sequence > s.last_sequence), 0)::bigint,
-                   coalesce(sum(octet_length(e.data)) FILTER (WHERE e.sequence <= s.last_sequence), 0)::bigint
-            FROM navd_events e JOIN navd_sessions s ON s.id = e.session
-            """, [.integer(perSession)]) { row in
-            states = row.integer(0)
-            replayed = row.integer(1)
-            others = row.integer(2)
-        }
-        let room = max(0, max(0, memory - states) - replayed)
-        guard others > room else {
-            self = .everything
+            SELECT greatest(s.last_sequence - e.sequence, -1) AS below, sum(octet_length(e.data))::bigint
+            FROM navd_events e JOIN navd_sessions s ON s.id = e.session GROUP BY below ORDER BY below
+            """) { row in rounds.append((row.integer(0), row.integer(1))) }
+        var room = max(0, memory - states)
+        for (round, bytes) in rounds {
+            guard round >= 0 else {
+                room = max(0, room - bytes)
+                continue
+            }
+            guard bytes > room else {
+                room -= bytes
+                continue
+            }
+            // The round that does not fit whole: sessions in id order, as far as the room goes.
+            var last = ""
+            try connection.run("""
+                SELECT session FROM (
+                    SELECT e.session, sum(octet_length(e.data)) OVER (ORDER BY e.session ROWS UNBOUNDED PRECEDING) AS filled
+                    FROM navd_events e JOIN navd_sessions s ON s.id = e.session WHERE e.sequence = s.last_sequence - $1) running
+                WHERE filled <= $2 ORDER BY session DESC LIMIT 1
+                """, [.integer(round), .integer(room)]) { row in last = row.text(0) }
+            self.init(rounds: round, lastSession: last)
             return
         }
-        // The last event that fits, in the order the room is filled; none when not even one does.
-        var last = EventCut(depth: 0, lastSession: "")
-        try connection.run("""
-            SELECT depth, session FROM (
-                SELECT depth, session, sum(octet_length(data)) OVER (ORDER BY depth, session ROWS UNBOUNDED PRECEDING) AS filled
-                FROM (\(Self.ranked)) ranked WHERE NOT replayed) running
-            WHERE filled <= $1 ORDER BY depth DESC, session DESC LIMIT 1
-            """, [.integer(room)]) { row in
-            last = EventCut(depth: row.integer(0), lastSession: row.text(1))
-        }
-        self = last
+        self = .everything
     }
 
-    private init(depth: Int, lastSession: String) {
-        self.depth = depth
+    private init(rounds: Int, lastSession: String) {
+        self.rounds = rounds
         self.lastSession = lastSession
     }
 }

@@ -187,9 +187,10 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
         var events: [String: [StoredEvent]] = [:]
         try connection.run("""
-            SELECT session, sequence, kind, data FROM (\(EventCut.ranked) WHERE e.session > $1 AND e.session <= $2) ranked
-            WHERE replayed OR depth < $3 OR (depth = $3 AND session <= $4) ORDER BY session, sequence
-            """, range + [.integer(cut.depth), .text(cut.lastSession)]) { row in
+            SELECT e.session, e.sequence, e.kind, e.data FROM navd_events e JOIN navd_sessions s ON s.id = e.session
+            WHERE e.session > $1 AND e.session <= $2 AND s.id > $1 AND s.id <= $2 AND \(EventCut.condition)
+            ORDER BY e.session, e.sequence
+            """, range + [.integer(cut.rounds), .text(cut.lastSession)]) { row in
             events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.bytes(3)))
         }
         for (record, snapshot) in rows {
