@@ -20,9 +20,13 @@ struct EventCut: Sendable {
     /// Reads every event: memory has room for them all.
     static let everything = EventCut(rounds: .max / 2, lastSession: "")
 
-    /// The page's condition on `e` (an event) and `s` (its session's row), with the cut as `$3`
-    /// and `$4`.
-    static let condition = "(e.sequence > s.last_sequence - $3 OR (e.sequence = s.last_sequence - $3 AND e.session <= $4))"
+    /// The events a page reads of session `s`, with the cut as `$3` and `$4`: one range of the
+    /// primary key per session. (`OFFSET 0` keeps the planner from flattening it into a join
+    /// that reads every event of the page's sessions and filters them afterwards.)
+    static let keptEvents = """
+        SELECT sequence, kind, data FROM navd_events
+        WHERE session = s.id AND sequence >= s.last_sequence - $3 + CASE WHEN s.id <= $4 THEN 0 ELSE 1 END OFFSET 0
+        """
 
     /// The cut for `memory`, where each session counts as its stored state and `perSession`
     /// (what the sessions' budget charges it at the least). Two scans of the events, each

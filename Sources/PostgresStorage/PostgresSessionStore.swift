@@ -187,9 +187,8 @@ public final class PostgresSessionStore: SharedSessionStorage {
         }
         var events: [String: [StoredEvent]] = [:]
         try connection.run("""
-            SELECT e.session, e.sequence, e.kind, e.data FROM navd_events e JOIN navd_sessions s ON s.id = e.session
-            WHERE e.session > $1 AND e.session <= $2 AND s.id > $1 AND s.id <= $2 AND \(EventCut.condition)
-            ORDER BY e.session, e.sequence
+            SELECT s.id, e.sequence, e.kind, e.data FROM navd_sessions s CROSS JOIN LATERAL (\(EventCut.keptEvents)) e
+            WHERE s.id > $1 AND s.id <= $2 ORDER BY s.id, e.sequence
             """, range + [.integer(cut.rounds), .text(cut.lastSession)]) { row in
             events[row.text(0), default: []].append(StoredEvent(sequence: row.integer(1), kind: row.text(2), data: row.bytes(3)))
         }
