@@ -248,8 +248,9 @@ public final class NavigationServer: Sendable {
         handler.lifecycle.markLeaving()
     }
 
-    /// Stops accepting, lets in-flight requests finish and returns by `deadline`, whatever the
-    /// load. Durable sessions are not over: their streams close without `end`, and clients
+    /// Stops accepting, lets in-flight requests finish and returns at `deadline` whatever the
+    /// load, or a moment after it when requests still arriving then are answered 503
+    /// (`HTTPServer.finishShutdown`) and the store is closed. Durable sessions are not over: their streams close without `end`, and clients
     /// resume on the next process. Sessions kept in memory end with `end` (`shutdown`).
     ///
     /// It blocks the calling thread, which must not be one of the cooperative pool's: that pool
