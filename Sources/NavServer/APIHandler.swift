@@ -631,6 +631,9 @@ final class APIHandler: HTTPHandler {
             let body = try RequestBody.object(request, allowed: ["count", "to"], required: false)
             switch (body["count"], body["to"]) {
             case (.int(let count)?, nil): return .pop(stack: parameters[1], .count(count))
+            // An integer too large for a count is still more elements than any stack has.
+            case (.double(let count)?, nil) where count.rounded() == count && count.magnitude >= 0x1p63:
+                return .pop(stack: parameters[1], .count(count < 0 ? .min : .max))
             case (nil, .string(let element)?): return .pop(stack: parameters[1], .to(element))
             case (nil, nil): return .pop(stack: parameters[1], .count(1))
             case (.some, .some): throw APIError.invalidBody("body", "give either count or to, not both")

@@ -119,6 +119,14 @@ import TestSupport
         let top = try #require(tree["stacks"]?[0]?["elements"]?[1]?["id"]?.stringValue)
         let tooMany = try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: #"{"count":3}"#)
         #expect(tooMany.status == 422 && tooMany.json["error"]?["code"] == "invalid_pop")
+        // Integers past a 64-bit count are too many too, not a body of the wrong type; a
+        // fraction is the wrong type.
+        for count in ["9223372036854775808", "-9223372036854775809", "1180591620717411303424"] {
+            let huge = try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: #"{"count":\#(count)}"#)
+            #expect(huge.status == 422 && huge.json["error"]?["code"] == "invalid_pop", "\(count): \(huge.text)")
+        }
+        let fraction = try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", token: token, json: #"{"count":1.5}"#)
+        #expect(fraction.status == 422 && fraction.json["error"]?["code"] == "invalid_request", "\(fraction.text)")
         let back = try await client.request("POST", "/sessions/\(id)/stacks/\(stack)/pop", headers: [("Authorization", "Bearer \(token)")])
         #expect(back.status == 200)
         #expect(back.json["events"]?[0]?["data"] == json(#"{"stack":"\#(stack)","ids":["\#(top)"],"origin":"client"}"#))
