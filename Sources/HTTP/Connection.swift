@@ -51,6 +51,8 @@ final class Connection: @unchecked Sendable {
     var lastReadProgress: Int64
     /// Its body's bytes as last added to `ServerShared.bufferedBodies`.
     var countedBodyBytes = 0
+    /// Refused at the drain's deadline, counted in `ServerShared.refusedAtDeadline` until closed.
+    var refusedAtDeadline = false
 
     init(fd: Int32, token: UInt64, peer: PeerAddress, isRefused: Bool, now: Int64) {
         self.fd = fd

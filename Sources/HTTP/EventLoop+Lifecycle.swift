@@ -18,6 +18,7 @@ extension EventLoop {
         selector.closeWatched(connection.fd)
         let index = Int(connection.fd)
         if index < connections.count, connections[index] === connection { connections[index] = nil }
+        if connection.refusedAtDeadline { shared.refusedAtDeadline.subtract(1, ordering: .relaxed) }
         if connection.isRefused {
             shared.refusingConnections.subtract(1, ordering: .relaxed)
         } else {
@@ -146,24 +147,39 @@ extension EventLoop {
         for index in connections.indices {
             guard let connection = connections[index], !connection.state.isClosed,
                   connection.state.stream == nil, !connection.state.isLingering else { continue }
-            if connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody {
-                // What the client sent that this loop had not read yet (a busy loop reads a
-                // turn late): read now, since a close over unread bytes resets the connection
-                // and a request sent just before the stop would get no answer at all.
-                readable(connection)
-                if connection.state.isClosed { continue }
-            }
+            let quiet = connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody
             if connection.slots.isEmpty && !connection.isReadingBody && connection.isReceivingHead {
                 // Part of a head, even behind an answer still being written: a request the
                 // drain will not serve, answered as one waiting in the accept queue is.
-                refuse(connection, .shuttingDown, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
-            } else if connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody {
+                refuseUnservedHead(connection)
+            } else if quiet && hasUnreadInput(connection.fd) {
+                // Sent before the stop but not read yet (a busy loop reads a turn late): left
+                // for its turn (`readable`), since a close over unread bytes resets the
+                // connection and its client would get no answer at all.
+            } else if quiet {
                 close(connection, reason: .shutdown)
             } else {
                 connection.state.stopAcceptingRequests()
                 markDirty(connection)
             }
         }
+    }
+
+    /// During the drain, what a connection left open for its unread input turned out to be: a
+    /// whole request is served (its answer closes), part of a head is refused, anything else
+    /// (blank lines) ends the connection.
+    func afterReadWhileDraining(_ connection: Connection) {
+        guard connection.slots.isEmpty, connection.output.isEmpty, !connection.isReadingBody,
+              !connection.state.isClosed, !connection.state.isLingering, connection.state.stream == nil else { return }
+        if connection.isReceivingHead {
+            refuseUnservedHead(connection)
+        } else {
+            close(connection, reason: .shutdown)
+        }
+    }
+
+    private func refuseUnservedHead(_ connection: Connection) {
+        refuse(connection, .shuttingDown, isHead: connection.pending.withUnsafeBytes(Self.namesHEAD))
     }
 
     /// At the drain's deadline: a body still arriving gets `503` and a clean close, so its
@@ -173,8 +189,11 @@ extension EventLoop {
         for index in connections.indices {
             guard let connection = connections[index], !connection.state.isClosed, connection.isReadingBody,
                   connection.state.stream == nil, !connection.state.isLingering else { continue }
+            connection.refusedAtDeadline = true
+            shared.refusedAtDeadline.add(1, ordering: .relaxed)
             refuseBody(connection, .shuttingDown)
             countBody(connection)
         }
+        shared.loopsRefusingUnfinished.subtract(1, ordering: .releasing)
     }
 }

@@ -22,6 +22,7 @@ extension EventLoop {
             if case .discard = connection.phase { return }
             feed(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<count]))
             if countBody(connection) { refuseForBodies(connection) }
+            if shuttingDown { afterReadWhileDraining(connection) }
             updateInterest(connection)
         }
     }

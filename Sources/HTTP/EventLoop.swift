@@ -134,6 +134,9 @@ final class EventLoop: @unchecked Sendable {
             shared.openConnections.subtract(1, ordering: .relaxed)
         case .startStream(_, _, let stream, _):
             stream.finish(.shutdown)
+        case .refuseUnfinished:
+            // Nothing of this loop is left to refuse; the stop must not wait for it.
+            shared.loopsRefusingUnfinished.subtract(1, ordering: .releasing)
         default:
             break
         }

@@ -134,17 +134,23 @@ public final class HTTPServer: Sendable {
     /// and up to `refusalTime` more to reach its client before the close: it never reached the
     /// handler, so its client may safely send it again. (Part of a head was refused when the
     /// drain began.) A request the handler holds is cut off without an answer, since it may
-    /// have taken effect.
+    /// have taken effect; what is left open otherwise (a stream, such a request) is not waited
+    /// for again.
     public func finishShutdown(deadline: ContinuousClock.Instant) {
         beginShutdown()
         waitForConnections(until: deadline)
-        let draining = phase.withLock { phase -> [EventLoop] in
-            guard case .draining(_, let loops, _) = phase else { return [] }
-            return loops
+        let draining = phase.withLock { phase -> (ServerShared, [EventLoop])? in
+            guard case .draining(let shared, let loops, _) = phase else { return nil }
+            return (shared, loops)
         }
-        if openConnectionCount > 0 && !draining.isEmpty {
-            for loop in draining { loop.post(.refuseUnfinished) }
-            waitForConnections(until: .now + Self.refusalTime)
+        if openConnectionCount > 0, let (shared, loops) = draining {
+            shared.loopsRefusingUnfinished.store(loops.count, ordering: .relaxed)
+            for loop in loops { loop.post(.refuseUnfinished) }
+            let refusing = ContinuousClock.now + Self.refusalTime
+            while shared.loopsRefusingUnfinished.load(ordering: .acquiring) > 0 || shared.refusedAtDeadline.load(ordering: .relaxed) > 0,
+                  ContinuousClock.now < refusing {
+                usleep(2_000)
+            }
         }
         let running = phase.withLock { phase -> (ServerShared, [EventLoop], [LoopThread])? in
             guard case .draining(let shared, let loops, let threads) = phase else { return nil }

@@ -39,6 +39,13 @@ package func suppressSIGPIPE(_ fd: Int32) {
     #endif
 }
 
+/// Whether a socket holds input not read yet (bytes, or its peer's FIN), looked at without
+/// taking any.
+package func hasUnreadInput(_ fd: Int32) -> Bool {
+    var byte: UInt8 = 0
+    return recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) >= 0
+}
+
 /// Bytes written to a socket that its peer has not yet taken (acknowledged), where the system
 /// says; nil where it does not. A client reading slowly shows as this falling, even while the
 /// kernel, which signals room only once a good share of the buffer is free, reports none.

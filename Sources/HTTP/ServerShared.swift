@@ -19,6 +19,10 @@ final class ServerShared: Sendable {
     /// Bodies refused for that bound so far: the bound holds, so a count is how the loops hear
     /// that clients want more than it, and shed the bodies that stopped arriving.
     let bodyRefusals = Atomic<Int>(0)
+    /// At the drain's deadline: loops yet to refuse their unfinished bodies, and refused
+    /// connections still open, which the stop waits for a moment (and only for them).
+    let loopsRefusingUnfinished = Atomic<Int>(0)
+    let refusedAtDeadline = Atomic<Int>(0)
     /// Round-robin position for handing accepted connections to loops.
     let nextLoop = Atomic<Int>(0)
     /// Set by beginShutdown: accepted connections are answered 503 at once, not served.
