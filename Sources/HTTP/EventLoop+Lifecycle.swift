@@ -148,7 +148,7 @@ extension EventLoop {
             guard let connection = connections[index], !connection.state.isClosed,
                   connection.state.stream == nil, !connection.state.isLingering else { continue }
             let quiet = connection.slots.isEmpty && connection.output.isEmpty && !connection.isReadingBody
-            if connection.slots.isEmpty && !connection.isReadingBody && connection.isReceivingHead {
+            if connection.slots.isEmpty && connection.isReceivingHead {
                 // Part of a head, even behind an answer still being written: a request the
                 // drain will not serve, answered as one waiting in the accept queue is.
                 refuseUnservedHead(connection)
@@ -169,8 +169,7 @@ extension EventLoop {
     /// whole request is served (its answer closes), part of a head is refused, anything else
     /// (blank lines) ends the connection.
     func afterReadWhileDraining(_ connection: Connection) {
-        guard connection.slots.isEmpty, connection.output.isEmpty, !connection.isReadingBody,
-              !connection.state.isClosed, !connection.state.isLingering, connection.state.stream == nil else { return }
+        guard connection.isIdle, !connection.state.isClosed else { return }
         if connection.isReceivingHead {
             refuseUnservedHead(connection)
         } else {

@@ -138,7 +138,7 @@ public final class HTTPServer: Sendable {
     /// for again.
     public func finishShutdown(deadline: ContinuousClock.Instant) {
         beginShutdown()
-        waitForConnections(until: deadline)
+        wait(until: deadline) { openConnectionCount > 0 }
         let draining = phase.withLock { phase -> (ServerShared, [EventLoop])? in
             guard case .draining(let shared, let loops, _) = phase else { return nil }
             return (shared, loops)
@@ -146,10 +146,8 @@ public final class HTTPServer: Sendable {
         if openConnectionCount > 0, let (shared, loops) = draining {
             shared.loopsRefusingUnfinished.store(loops.count, ordering: .relaxed)
             for loop in loops { loop.post(.refuseUnfinished) }
-            let refusing = ContinuousClock.now + Self.refusalTime
-            while shared.loopsRefusingUnfinished.load(ordering: .acquiring) > 0 || shared.refusedAtDeadline.load(ordering: .relaxed) > 0,
-                  ContinuousClock.now < refusing {
-                usleep(2_000)
+            wait(until: .now + Self.refusalTime) {
+                shared.loopsRefusingUnfinished.load(ordering: .acquiring) > 0 || shared.refusedAtDeadline.load(ordering: .relaxed) > 0
             }
         }
         let running = phase.withLock { phase -> (ServerShared, [EventLoop], [LoopThread])? in
@@ -167,8 +165,9 @@ public final class HTTPServer: Sendable {
     /// How long the refusals made at the drain's deadline get to be written.
     static let refusalTime: Duration = .milliseconds(200)
 
-    private func waitForConnections(until deadline: ContinuousClock.Instant) {
-        while openConnectionCount > 0 && ContinuousClock.now < deadline {
+    /// Polls `condition` until it no longer holds or `deadline` passes.
+    private func wait(until deadline: ContinuousClock.Instant, while condition: () -> Bool) {
+        while condition() && ContinuousClock.now < deadline {
             usleep(2_000)
         }
     }
